@@ -1,0 +1,59 @@
+# npuflow: `make demo` runs the main job on a bundled default, `make test` the whole suite.
+# Both set up everything they need first (tools/setup.sh is idempotent; heavy downloads are
+# cached under ~/.cache/npuflow keyed by the versions pinned in tools/versions.env).
+
+BUILD_DIR ?= build
+ASAN_DIR ?= build-asan
+JOBS ?= 2
+PYTHON := .venv/bin/python
+CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
+DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
+
+.PHONY: all setup build build-asan test test-unit test-asan test-python demo bench format clean
+
+all: build
+
+setup:
+	@bash tools/setup.sh
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: setup $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+$(ASAN_DIR)/build.ninja:
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DNPUFLOW_SANITIZE=address,undefined $(CMAKE_FLAGS)
+
+build-asan: setup $(ASAN_DIR)/build.ninja
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+
+test-unit: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
+
+test-python: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q tests/integration
+
+test: test-unit test-asan test-python
+
+$(DEMO_MODEL): build tools/qdq_models.py
+	@mkdir -p $(dir $(DEMO_MODEL))
+	$(PYTHON) tools/qdq_models.py demo $(DEMO_MODEL)
+
+demo: build $(DEMO_MODEL)
+	$(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
+	$(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
+
+bench: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)

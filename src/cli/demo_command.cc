@@ -1,0 +1,205 @@
+// `npuflow demo model.onnx`: runs a model on the CPU EP and on npuflow with the same random
+// inputs and prints the groups claimed, the worst difference in LSB and the speed ratio.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/ort_session.h"
+#include "core/strings.h"
+
+namespace npuflow::cli {
+namespace {
+
+struct InputSet {
+  std::vector<std::string> names;
+  std::vector<Ort::Value> values;
+  std::vector<std::vector<uint8_t>> storage;
+};
+
+InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed) {
+  InputSet set;
+  Ort::AllocatorWithDefaultOptions allocator;
+  Ort::MemoryInfo memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < session.GetInputCount(); ++i) {
+    set.names.push_back(session.GetInputNameAllocated(i, allocator).get());
+    Ort::TypeInfo type_info = session.GetInputTypeInfo(i);  // must outlive `info`
+    auto info = type_info.GetTensorTypeAndShapeInfo();
+    std::vector<int64_t> shape = info.GetShape();
+    for (int64_t& d : shape) d = d < 0 ? dynamic_dim : d;
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    const auto type = info.GetElementType();
+    size_t element = 0;
+    switch (type) {
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+        element = 1;
+        break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+        element = 4;
+        break;
+      default:
+        throw std::runtime_error(str_cat("demo inputs of ONNX type ", static_cast<int>(type),
+                                         " are not supported (input '", set.names.back(), "')"));
+    }
+    set.storage.emplace_back(static_cast<size_t>(count) * element);
+    uint8_t* data = set.storage.back().data();
+    if (element == 1) {
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (int64_t j = 0; j < count; ++j) data[j] = static_cast<uint8_t>(byte(rng));
+    } else {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      auto* floats = reinterpret_cast<float*>(data);
+      for (int64_t j = 0; j < count; ++j) floats[j] = normal(rng);
+    }
+    set.values.push_back(Ort::Value::CreateTensor(memory, data, set.storage.back().size(),
+                                                  shape.data(), shape.size(), type));
+  }
+  return set;
+}
+
+std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
+                            const std::vector<std::string>& outputs) {
+  std::vector<const char*> in_names, out_names;
+  for (const auto& n : inputs.names) in_names.push_back(n.c_str());
+  for (const auto& n : outputs) out_names.push_back(n.c_str());
+  return session.Run(Ort::RunOptions{nullptr}, in_names.data(), inputs.values.data(),
+                     in_names.size(), out_names.data(), out_names.size());
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int demo_command(const std::vector<std::string>& args) {
+  SessionConfig config;
+  std::string ep_library = default_ep_library();
+  int runs = 20;
+  int64_t dynamic_dim = 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--opt" && has_value) {
+      if (!parse_optimization_level(args[++i], config.optimization)) return 2;
+    } else if (args[i] == "--runs" && has_value) {
+      runs = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (args[i] == "--threads" && has_value) {
+      config.intra_op_threads = std::atoi(args[++i].c_str());
+    } else if (args[i] == "--dynamic-dim" && has_value) {
+      dynamic_dim = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
+    } else if (args[i] == "--ep-library" && has_value) {
+      ep_library = args[++i];
+    } else if (config.model_path.empty()) {
+      config.model_path = args[i];
+    } else {
+      std::fprintf(stderr, "npuflow demo: unexpected argument '%s'\n", args[i].c_str());
+      return 2;
+    }
+  }
+  if (config.model_path.empty()) {
+    std::fprintf(stderr,
+                 "usage: npuflow demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL] "
+                 "[--dynamic-dim N]\n");
+    return 2;
+  }
+  if (!std::filesystem::exists(config.model_path)) {
+    std::fprintf(stderr, "npuflow demo: no such model '%s'\n", config.model_path.c_str());
+    return 1;
+  }
+  const std::string report = temporary_path("demo");
+  std::filesystem::remove(report);
+  config.provider_options["report"] = report;
+  if (config.intra_op_threads > 0) {
+    config.provider_options["threads"] = std::to_string(config.intra_op_threads);
+  }
+
+  OrtHarness harness(ep_library);
+  Ort::Session cpu = harness.cpu_session(config);
+  Ort::Session npu = harness.npuflow_session(config);
+  int claimed = 0, candidates = 0;
+  for (const JsonValue& graph : read_report(report)) {
+    claimed += static_cast<int>(graph["claims"].array().size());
+    candidates += static_cast<int>(graph["candidates"].number());
+  }
+  std::filesystem::remove(report);
+
+  InputSet inputs = make_inputs(cpu, dynamic_dim, 1234);
+  std::vector<std::string> outputs;
+  Ort::AllocatorWithDefaultOptions allocator;
+  for (size_t i = 0; i < cpu.GetOutputCount(); ++i) {
+    outputs.push_back(cpu.GetOutputNameAllocated(i, allocator).get());
+  }
+  auto expected = run(cpu, inputs, outputs);
+  auto actual = run(npu, inputs, outputs);
+
+  std::printf("npuflow demo: %s (optimization level %s)\n", config.model_path.c_str(),
+              optimization_level_name(config.optimization));
+  std::printf("  QDQ MatMul groups claimed: %d / %d\n", claimed, candidates);
+  int64_t worst_lsb = 0, differing = 0, integer_values = 0;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto info = expected[o].GetTensorTypeAndShapeInfo();
+    const size_t count = info.GetElementCount();
+    const auto type = info.GetElementType();
+    if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 || type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8) {
+      const bool is_signed = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+      const auto* a = expected[o].GetTensorData<uint8_t>();
+      const auto* b = actual[o].GetTensorData<uint8_t>();
+      for (size_t i = 0; i < count; ++i) {
+        const int va = is_signed ? static_cast<int8_t>(a[i]) : a[i];
+        const int vb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
+        worst_lsb = std::max<int64_t>(worst_lsb, std::abs(va - vb));
+        differing += va != vb;
+      }
+      integer_values += static_cast<int64_t>(count);
+    } else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+      const float* a = expected[o].GetTensorData<float>();
+      const float* b = actual[o].GetTensorData<float>();
+      double dot = 0, na = 0, nb = 0, worst = 0;
+      for (size_t i = 0; i < count; ++i) {
+        dot += double(a[i]) * b[i];
+        na += double(a[i]) * a[i];
+        nb += double(b[i]) * b[i];
+        worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+      }
+      std::printf("  output '%s' (float): max |diff| %.3g, cosine %.9f\n", outputs[o].c_str(),
+                  worst, dot / std::sqrt(std::max(na * nb, 1e-300)));
+    }
+  }
+  if (integer_values > 0) {
+    std::printf("  worst LSB difference (int8 outputs): %lld (%lld of %lld values differ)\n",
+                static_cast<long long>(worst_lsb), static_cast<long long>(differing),
+                static_cast<long long>(integer_values));
+  }
+
+  // Alternate the two sessions so drift in machine speed hits both alike.
+  for (int i = 0; i < 2; ++i) {
+    run(cpu, inputs, outputs);
+    run(npu, inputs, outputs);
+  }
+  std::vector<double> cpu_ms, npu_ms;
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = clock::now();
+    run(cpu, inputs, outputs);
+    auto t1 = clock::now();
+    run(npu, inputs, outputs);
+    auto t2 = clock::now();
+    cpu_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    npu_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  const double cpu_median = median(cpu_ms), npu_median = median(npu_ms);
+  std::printf(
+      "  speed: CPU EP %.3f ms, npuflow %.3f ms per run (median of %d): npuflow is %.2fx "
+      "the CPU EP\n",
+      cpu_median, npu_median, runs, cpu_median / npu_median);
+  return 0;
+}
+
+}  // namespace npuflow::cli

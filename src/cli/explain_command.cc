@@ -1,0 +1,91 @@
+// `npuflow explain model.onnx`: what the EP claims in a model and why it refuses the rest, read
+// from the EP's own report while a real session is created.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/ort_session.h"
+#include "core/strings.h"
+
+namespace npuflow::cli {
+namespace {
+
+void print_graph(const JsonValue& graph) {
+  const auto& claims = graph["claims"].array();
+  const auto& refusals = graph["refusals"].array();
+  std::printf("graph '%s': %zu of %d QDQ MatMul groups claimed\n", graph["graph"].string().c_str(),
+              claims.size(), static_cast<int>(graph["candidates"].number()));
+  if (!claims.empty()) {
+    std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",
+                "w scales", "activation", "output", "nodes");
+    for (const JsonValue& claim : claims) {
+      const int scales = static_cast<int>(claim["weight_scales"].number());
+      std::printf(
+          "  %-28s %6d %6d %-7s %-10s %-10s %-7s %zu%s\n", claim["node"].string().c_str(),
+          static_cast<int>(claim["k"].number()), static_cast<int>(claim["n"].number()),
+          claim["weight"].string().c_str(), scales == 1 ? "tensor" : "column",
+          claim["activation"].string().c_str(), claim["output"].string().c_str(),
+          claim["nodes"].array().size(),
+          claim["activation_dequantized"].boolean() ? " (shared input DQ kept on CPU)" : "");
+    }
+  }
+  if (!refusals.empty()) {
+    std::map<std::string, std::pair<int, const JsonValue*>> by_reason;
+    for (const JsonValue& refusal : refusals) {
+      auto& entry = by_reason[refusal["reason"].string()];
+      if (entry.first++ == 0) entry.second = &refusal;
+    }
+    std::printf("  refused (these run on the CPU EP unchanged):\n");
+    std::printf("  %-26s %5s  %s\n", "reason", "count", "example");
+    for (const auto& [reason, entry] : by_reason) {
+      std::printf("  %-26s %5d  '%s': %s\n", reason.c_str(), entry.first,
+                  (*entry.second)["node"].string().c_str(),
+                  (*entry.second)["detail"].string().c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int explain_command(const std::vector<std::string>& args) {
+  SessionConfig config;
+  std::string ep_library = default_ep_library();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--opt" && i + 1 < args.size()) {
+      if (!parse_optimization_level(args[++i], config.optimization)) {
+        std::fprintf(stderr, "npuflow explain: --opt takes disable|basic|extended|all\n");
+        return 2;
+      }
+    } else if (args[i] == "--ep-library" && i + 1 < args.size()) {
+      ep_library = args[++i];
+    } else if (config.model_path.empty()) {
+      config.model_path = args[i];
+    } else {
+      std::fprintf(stderr, "npuflow explain: unexpected argument '%s'\n", args[i].c_str());
+      return 2;
+    }
+  }
+  if (config.model_path.empty()) {
+    std::fprintf(stderr, "usage: npuflow explain MODEL.onnx [--opt disable|basic|extended|all]\n");
+    return 2;
+  }
+  if (!std::filesystem::exists(config.model_path)) {
+    std::fprintf(stderr, "npuflow explain: no such model '%s'\n", config.model_path.c_str());
+    return 1;
+  }
+  const std::string report = temporary_path("explain");
+  std::filesystem::remove(report);
+  config.provider_options["report"] = report;
+  OrtHarness harness(ep_library);
+  { Ort::Session session = harness.npuflow_session(config); }
+  const auto graphs = read_report(report);
+  std::filesystem::remove(report);
+  std::printf("npuflow explain: %s (ONNX Runtime optimization level: %s)\n",
+              config.model_path.c_str(), optimization_level_name(config.optimization));
+  for (const JsonValue& graph : graphs) print_graph(graph);
+  if (graphs.empty()) std::printf("ONNX Runtime offered npuflow no graph\n");
+  return 0;
+}
+
+}  // namespace npuflow::cli

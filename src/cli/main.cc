@@ -1,0 +1,90 @@
+// npuflow: the command-line front end. `explain` and `demo` drive a real ONNX Runtime session
+// with the npuflow EP loaded; `knobs` prints the knob table.
+#include <onnxruntime_cxx_api.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/knobs.h"
+
+namespace {
+
+void print_usage() {
+  std::printf(
+      "usage: npuflow COMMAND [ARGS]\n"
+      "  explain MODEL.onnx [--opt LEVEL]   groups the EP claims and why it refuses the rest\n"
+      "  demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL]\n"
+      "                                    CPU EP vs npuflow: claims, worst LSB, speed ratio\n"
+      "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
+      "  version                            npuflow and ONNX Runtime versions\n");
+}
+
+const char* kind_name(npuflow::KnobKind kind) {
+  switch (kind) {
+    case npuflow::KnobKind::kInt:
+      return "integer";
+    case npuflow::KnobKind::kBool:
+      return "0|1";
+    case npuflow::KnobKind::kChoice:
+      return "choice";
+    case npuflow::KnobKind::kLogLevel:
+      return "level";
+    case npuflow::KnobKind::kText:
+      return "text";
+  }
+  return "?";
+}
+
+int knobs_command(const std::vector<std::string>& args) {
+  const bool markdown = !args.empty() && args[0] == "--markdown";
+  if (markdown) {
+    std::printf("| Environment variable | Provider option | Values | Default | Meaning |\n");
+    std::printf("|---|---|---|---|---|\n");
+  }
+  for (const npuflow::KnobSpec& knob : npuflow::knob_table()) {
+    std::string values = *knob.choices ? knob.choices : kind_name(knob.kind);
+    if (markdown) {
+      for (size_t at = values.find('|'); at != std::string::npos; at = values.find('|', at + 2)) {
+        values.replace(at, 1, "\\|");
+      }
+      const std::string default_cell =
+          *knob.default_value ? std::string("`") + knob.default_value + "`" : "(empty)";
+      std::printf("| `%s` | `%s` | %s | %s | %s |\n", knob.env, knob.name, values.c_str(),
+                  default_cell.c_str(), knob.summary);
+    } else {
+      std::printf("%-20s %-10s default=%-8s %s\n", knob.env, knob.name,
+                  *knob.default_value ? knob.default_value : "''", knob.summary);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (command == "explain") return npuflow::cli::explain_command(args);
+    if (command == "demo") return npuflow::cli::demo_command(args);
+    if (command == "knobs") return knobs_command(args);
+    if (command == "version") {
+      std::printf("npuflow 0.1.0 (ONNX Runtime %s)\n", Ort::GetVersionString().c_str());
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "npuflow %s: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "npuflow: unknown command '%s'\n", command.c_str());
+  print_usage();
+  return 2;
+}

@@ -1,0 +1,44 @@
+// Shared plumbing of the CLI commands: an ONNX Runtime environment with npuflow registered, and
+// sessions with or without the npuflow EP.
+#pragma once
+
+#include <onnxruntime_cxx_api.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace npuflow::cli {
+
+struct SessionConfig {
+  std::string model_path;
+  GraphOptimizationLevel optimization = ORT_ENABLE_ALL;
+  int intra_op_threads = 0;
+  std::map<std::string, std::string> provider_options;  // npuflow knobs by short name
+};
+
+class OrtHarness {
+ public:
+  explicit OrtHarness(const std::string& ep_library);
+
+  Ort::Session cpu_session(const SessionConfig& config);
+  Ort::Session npuflow_session(const SessionConfig& config);
+
+ private:
+  Ort::Env env_;
+  std::vector<Ort::ConstEpDevice> npuflow_devices_;
+};
+
+// Default EP library: build/lib next to build/bin/npuflow.
+std::string default_ep_library();
+bool parse_optimization_level(const std::string& text, GraphOptimizationLevel& out);
+const char* optimization_level_name(GraphOptimizationLevel level);
+
+// The JSON lines the EP appended to a report file, one per graph it was offered.
+std::vector<JsonValue> read_report(const std::string& path);
+std::string temporary_path(const std::string& stem);
+
+}  // namespace npuflow::cli

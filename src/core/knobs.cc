@@ -1,0 +1,144 @@
+#include "core/knobs.h"
+
+#include <array>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "core/strings.h"
+
+namespace npuflow {
+namespace {
+
+constexpr std::array kKnobs = {
+    KnobSpec{"log", "NPUFLOW_LOG", KnobKind::kLogLevel, "warning",
+             "error|warning|info|verbose|trace",
+             "How much npuflow logs: info prints claims and refusals per graph, trace one line per "
+             "kernel call."},
+    KnobSpec{"device", "NPUFLOW_DEVICE", KnobKind::kChoice, "host", "host",
+             "Which device runs claimed work. host is the exact CPU reference device."},
+    KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
+             "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups as one fused integer "
+             "node. 0 turns the claim off (the control arm)."},
+    KnobSpec{"min_rows", "NPUFLOW_MIN_ROWS", KnobKind::kInt, "16", "1..1048576",
+             "A fused QDQ MatMul call with fewer activation rows runs the host integer loop "
+             "instead of the device."},
+    KnobSpec{"threads", "NPUFLOW_THREADS", KnobKind::kInt, "0", "0..1024",
+             "Threads the host device starts itself when ONNX Runtime lends it no pool. Inside a "
+             "session npuflow runs on the session's intra-op threads and this is unused; 0 means "
+             "one per core."},
+    KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
+             "If set, a path: each graph's claims and refusals are appended there as JSON lines "
+             "(what `npuflow explain` reads)."},
+};
+
+Status validate(const KnobSpec& spec, const std::string& value, const std::string& origin) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument(str_cat(origin == "environment" ? spec.env : spec.name, "='", value,
+                                    "' is not valid: ", why));
+  };
+  switch (spec.kind) {
+    case KnobKind::kInt: {
+      auto parsed = parse_int(value);
+      if (!parsed) return bad("expected an integer");
+      std::string range = spec.choices;
+      size_t dots = range.find("..");
+      int64_t lo = *parse_int(range.substr(0, dots));
+      int64_t hi = *parse_int(range.substr(dots + 2));
+      if (*parsed < lo || *parsed > hi) return bad(str_cat("expected ", lo, " to ", hi));
+      return Status::ok();
+    }
+    case KnobKind::kBool:
+      if (value != "0" && value != "1") return bad("expected 0 or 1");
+      return Status::ok();
+    case KnobKind::kLogLevel:
+      if (!parse_log_level(value)) return bad(str_cat("expected one of ", spec.choices));
+      return Status::ok();
+    case KnobKind::kChoice: {
+      std::string choices = spec.choices;
+      for (size_t start = 0;;) {
+        size_t bar = choices.find('|', start);
+        if (choices.substr(start, bar - start) == value) return Status::ok();
+        if (bar == std::string::npos) break;
+        start = bar + 1;
+      }
+      return bad(str_cat("expected one of ", spec.choices));
+    }
+    case KnobKind::kText:
+      return Status::ok();
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::span<const KnobSpec> knob_table() {
+  return kKnobs;
+}
+
+const KnobSpec* find_knob(std::string_view name) {
+  for (const KnobSpec& spec : kKnobs) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+Knobs::Lookup environment_lookup() {
+  return [](const KnobSpec& spec) -> std::optional<std::string> {
+    const char* value = std::getenv(spec.env);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Result<Knobs> Knobs::resolve(const Lookup& provider, const Lookup& environment) {
+  const Lookup env = environment ? environment : environment_lookup();
+  Knobs knobs;
+  for (const KnobSpec& spec : kKnobs) {
+    std::string value = spec.default_value;
+    std::string origin = "default";
+    if (auto from_env = env(spec)) {
+      value = *from_env;
+      origin = "environment";
+    }
+    if (provider) {
+      if (auto from_provider = provider(spec)) {
+        value = *from_provider;
+        origin = "provider option";
+      }
+    }
+    if (spec.kind == KnobKind::kLogLevel || spec.kind == KnobKind::kChoice) value = to_lower(value);
+    NPUFLOW_RETURN_IF_ERROR(validate(spec, value, origin));
+    knobs.values_[spec.name] = value;
+    knobs.origins_[spec.name] = origin;
+  }
+  return knobs;
+}
+
+Knobs Knobs::defaults() {
+  auto none = [](const KnobSpec&) -> std::optional<std::string> { return std::nullopt; };
+  return resolve(none, none).value();
+}
+
+const std::string& Knobs::text(std::string_view name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::logic_error(str_cat("unknown knob ", name));
+  return it->second;
+}
+
+int64_t Knobs::integer(std::string_view name) const {
+  return *parse_int(text(name));
+}
+bool Knobs::flag(std::string_view name) const {
+  return text(name) == "1";
+}
+LogLevel Knobs::log_level() const {
+  return *parse_log_level(text("log"));
+}
+
+const std::string& Knobs::origin(std::string_view name) const {
+  auto it = origins_.find(name);
+  if (it == origins_.end()) throw std::logic_error(str_cat("unknown knob ", name));
+  return it->second;
+}
+
+}  // namespace npuflow

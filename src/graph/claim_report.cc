@@ -1,0 +1,83 @@
+#include "graph/claim_report.h"
+
+#include <map>
+
+#include "core/strings.h"
+
+namespace npuflow {
+
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += str_cat("\\u00", "0123456789abcdef"[(c >> 4) & 0xf], "0123456789abcdef"[c & 0xf]);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims) {
+  size_t nodes = 0;
+  for (const Claim& claim : claims.claims) nodes += claim.nodes.size();
+  std::vector<std::string> lines;
+  lines.push_back(str_cat("graph '", graph_name, "': claimed ", claims.claims.size(), " of ",
+                          claims.candidates, " QDQ MatMul groups (", nodes, " nodes)"));
+  std::map<std::string, std::pair<int, const Refusal*>> by_reason;
+  for (const Refusal& refusal : claims.refusals) {
+    auto& entry = by_reason[refusal.reason];
+    if (entry.first++ == 0) entry.second = &refusal;
+  }
+  for (const auto& [reason, entry] : by_reason) {
+    lines.push_back(str_cat("graph '", graph_name, "': refused ", reason, " x", entry.first,
+                            " (e.g. '", entry.second->node_name, "': ", entry.second->detail, ")"));
+  }
+  return lines;
+}
+
+std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
+                           const ClaimSet& claims) {
+  std::string out = str_cat("{\"graph\":\"", json_escape(graph_name),
+                            "\",\"candidates\":", claims.candidates, ",\"claims\":[");
+  for (size_t i = 0; i < claims.claims.size(); ++i) {
+    const Claim& claim = claims.claims[i];
+    const QdqGemmSpec& spec = claim.qdq.spec;
+    std::vector<std::string> node_names;
+    for (NodeId id : claim.nodes) {
+      node_names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));
+    }
+    out += str_cat(
+        i ? "," : "", "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
+        json_escape(claim.anchor_name), "\",\"nodes\":[", join(node_names, ","), "],\"k\":", spec.k,
+        ",\"n\":", spec.n, ",\"weight_scales\":", spec.w_scales.size(), ",\"activation\":\"",
+        element_type_name(claim.qdq.activation_type), "\",\"weight\":\"",
+        element_type_name(claim.qdq.weight_type), "\",\"output\":\"",
+        spec.output ? element_type_name(spec.output->type) : "float32",
+        "\",\"activation_dequantized\":", claim.qdq.activation_dequantized ? "true" : "false", "}");
+  }
+  out += "],\"refusals\":[";
+  for (size_t i = 0; i < claims.refusals.size(); ++i) {
+    const Refusal& refusal = claims.refusals[i];
+    out += str_cat(i ? "," : "", "{\"node\":\"", json_escape(refusal.node_name), "\",\"reason\":\"",
+                   refusal.reason, "\",\"detail\":\"", json_escape(refusal.detail), "\"}");
+  }
+  return out + "]}";
+}
+
+}  // namespace npuflow

@@ -1,0 +1,65 @@
+#include "graph/graph_view.h"
+
+namespace npuflow {
+
+const Attribute* NodeInfo::attribute(const std::string& attr_name) const {
+  for (const auto& [key, attr] : attributes) {
+    if (key == attr_name) return &attr;
+  }
+  return nullptr;
+}
+
+int64_t NodeInfo::int_attribute(const std::string& attr_name, int64_t fallback) const {
+  const Attribute* attr = attribute(attr_name);
+  return attr && attr->integer ? *attr->integer : fallback;
+}
+
+NodeId GraphView::producer_if(ValueId id, const char* op) const {
+  if (id == kNoValue) return kNoNode;
+  const NodeId producer = value(id).producer;
+  if (producer == kNoNode) return kNoNode;
+  const NodeInfo& info = node(producer);
+  if (info.op_type != op) return kNoNode;
+  if (!info.domain.empty() && info.domain != "ai.onnx" && info.domain != "com.microsoft") {
+    return kNoNode;
+  }
+  return producer;
+}
+
+ValueId GraphView::add_value(ValueInfo info) {
+  values.push_back(std::move(info));
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+ValueId GraphView::find_value(const std::string& value_name) const {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].name == value_name) return static_cast<ValueId>(i);
+  }
+  return kNoValue;
+}
+
+NodeId GraphView::add_node(NodeInfo info) {
+  const auto id = static_cast<NodeId>(nodes.size());
+  for (ValueId input : info.inputs) {
+    if (input != kNoValue) values[static_cast<size_t>(input)].consumers.push_back(id);
+  }
+  for (ValueId input : info.implicit_inputs) {
+    if (input != kNoValue) values[static_cast<size_t>(input)].consumers.push_back(id);
+  }
+  for (ValueId output : info.outputs) {
+    if (output != kNoValue) values[static_cast<size_t>(output)].producer = id;
+  }
+  nodes.push_back(std::move(info));
+  return id;
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    count *= d;
+  }
+  return count;
+}
+
+}  // namespace npuflow

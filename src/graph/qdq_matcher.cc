@@ -1,0 +1,233 @@
+#include "graph/qdq_matcher.h"
+
+#include <cmath>
+#include <cstring>
+#include <variant>
+
+#include "core/strings.h"
+
+namespace npuflow {
+namespace {
+
+// int32 accumulation stays exact while K * 255 * 128 < 2^31.
+constexpr int64_t kMaxExactK = 65535;
+
+struct Refused {
+  std::string reason;
+  std::string detail;
+};
+
+bool is_onnx_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+bool is_8bit(ElementType type) {
+  return type == ElementType::kInt8 || type == ElementType::kUInt8;
+}
+
+struct QuantParams {
+  std::vector<float> scales;
+  std::vector<int32_t> zero_points;
+  int64_t axis = 1;
+  int64_t block_size = 0;
+};
+
+// Reads the scale and zero point of a DequantizeLinear / QuantizeLinear node. They must be
+// constants: a scale that changes per run cannot be folded into a packed epilogue.
+std::optional<Refused> read_quant_params(const GraphView& graph, const NodeInfo& node,
+                                         ElementType integer_type, QuantParams& out) {
+  const ValueId scale_id = node.input(1);
+  const ValueId zp_id = node.input(2);
+  if (!graph.is_constant(scale_id) || (zp_id != kNoValue && !graph.is_constant(zp_id))) {
+    return Refused{"quant_params_not_constant",
+                   str_cat("scale/zero point of '", node.name, "' are not constant initializers")};
+  }
+  const ValueInfo& scale = graph.value(scale_id);
+  if (scale.type != ElementType::kFloat32) {
+    return Refused{"unsupported_scale_type",
+                   str_cat("scale of '", node.name, "' is ", element_type_name(scale.type))};
+  }
+  const size_t count = scale.constant->bytes / sizeof(float);
+  out.scales.resize(count);
+  std::memcpy(out.scales.data(), scale.constant->data, count * sizeof(float));
+  for (float s : out.scales) {
+    if (!std::isfinite(s) || s <= 0.0f) {
+      return Refused{"invalid_scale", str_cat("scale of '", node.name, "' holds ", s)};
+    }
+  }
+  out.zero_points.assign(count, 0);
+  if (zp_id != kNoValue) {
+    const ValueInfo& zp = graph.value(zp_id);
+    if (zp.type != integer_type || zp.constant->bytes != count) {
+      return Refused{"unsupported_zero_point",
+                     str_cat("zero point of '", node.name, "' is ", element_type_name(zp.type),
+                             " with ", zp.constant->bytes, " bytes for ", count, " scales")};
+    }
+    for (size_t i = 0; i < count; ++i) {
+      out.zero_points[i] = integer_type == ElementType::kUInt8
+                               ? static_cast<const uint8_t*>(zp.constant->data)[i]
+                               : static_cast<const int8_t*>(zp.constant->data)[i];
+    }
+  }
+  out.axis = node.int_attribute("axis", 1);
+  out.block_size = node.int_attribute("block_size", 0);
+  return std::nullopt;
+}
+
+// Tries one MatMul; returns a claim or the reason it is not one.
+std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id) {
+  const NodeInfo& matmul = graph.node(matmul_id);
+  const NodeId dq_w_id = graph.producer_if(matmul.input(1), "DequantizeLinear");
+  const NodeInfo& dq_w = graph.node(dq_w_id);
+
+  // The weight.
+  const ValueId w_id = dq_w.input(0);
+  if (!graph.is_constant(w_id)) {
+    return Refused{"weight_not_constant",
+                   str_cat("'", graph.value(w_id).name, "' is not a constant initializer")};
+  }
+  const ValueInfo& w = graph.value(w_id);
+  if (!is_8bit(w.type)) {
+    return Refused{"unsupported_type", str_cat("weight '", w.name, "' is ",
+                                               element_type_name(w.type), ", not int8/uint8")};
+  }
+  if (w.shape.size() != 2) {
+    return Refused{"weight_rank", str_cat("weight '", w.name, "' has shape ", shape_string(w.shape),
+                                          "; only 2-D weights fold")};
+  }
+  const int64_t k = w.shape[0];
+  const int64_t n = w.shape[1];
+  if (k > kMaxExactK) {
+    return Refused{"k_too_large", str_cat("K=", k, " could overflow int32 accumulation")};
+  }
+  QuantParams wq;
+  if (auto refused = read_quant_params(graph, dq_w, w.type, wq)) return *refused;
+  if (wq.block_size > 0) {
+    return Refused{"blocked_scale", str_cat("weight '", w.name, "' has block_size=", wq.block_size,
+                                            "; block scales run along K")};
+  }
+  if (wq.scales.size() > 1) {
+    const int64_t axis = wq.axis < 0 ? wq.axis + 2 : wq.axis;
+    if (axis == 0) {
+      return Refused{"scale_along_k", str_cat("weight '", w.name,
+                                              "' is scaled per row of K (axis 0); that "
+                                              "weights products inside the sum and cannot fold")};
+    }
+    if (axis != 1 || static_cast<int64_t>(wq.scales.size()) != n) {
+      return Refused{
+          "unsupported_scale_shape",
+          str_cat("weight '", w.name, "' has ", wq.scales.size(), " scales on axis ", wq.axis)};
+    }
+  }
+  const ValueInfo& w_dq_out = graph.value(dq_w.outputs[0]);
+  if (w_dq_out.consumers.size() != 1 || w_dq_out.is_graph_output) {
+    return Refused{"shared_weight_dequantize",
+                   str_cat("'", dq_w.name, "' feeds ", w_dq_out.consumers.size(),
+                           " nodes; a fused node cannot share it")};
+  }
+
+  // The activation.
+  const NodeId dq_x_id = graph.producer_if(matmul.input(0), "DequantizeLinear");
+  if (dq_x_id == kNoNode) {
+    return Refused{"activation_not_quantized",
+                   str_cat("input A of '", matmul.name, "' does not come from a DequantizeLinear")};
+  }
+  const NodeInfo& dq_x = graph.node(dq_x_id);
+  const ValueInfo& x = graph.value(dq_x.input(0));
+  if (!is_8bit(x.type)) {
+    return Refused{"unsupported_type", str_cat("activation '", x.name, "' is ",
+                                               element_type_name(x.type), ", not int8/uint8")};
+  }
+  QuantParams xq;
+  if (auto refused = read_quant_params(graph, dq_x, x.type, xq)) return *refused;
+  if (xq.scales.size() != 1 || xq.block_size > 0) {
+    return Refused{"per_axis_activation",
+                   str_cat("activation '", x.name, "' has ", xq.scales.size(),
+                           " scales; only a per-tensor activation scale folds")};
+  }
+  if (x.has_shape && (x.shape.size() < 2 || (x.shape.back() >= 0 && x.shape.back() != k))) {
+    return Refused{"activation_shape", str_cat("activation '", x.name, "' has shape ",
+                                               shape_string(x.shape), " against K=", k)};
+  }
+
+  Claim claim;
+  claim.kind = ClaimKind::kQdqMatMul;
+  claim.anchor_name = matmul.name;
+  QdqMatMulClaim& qdq = claim.qdq;
+  qdq.matmul_output = graph.value(matmul.outputs[0]).name;
+  qdq.weight_name = w.name;
+  qdq.weight_type = w.type;
+  qdq.activation_type = x.type;
+  qdq.spec.k = k;
+  qdq.spec.n = n;
+  qdq.spec.x_scale = xq.scales[0];
+  qdq.spec.x_zero_point = xq.zero_points[0];
+  qdq.spec.w_scales = wq.scales;
+  qdq.spec.w_zero_points = wq.zero_points;
+
+  // A DequantizeLinear shared with other consumers stays outside; the group takes its float
+  // output and recovers the integers exactly (see QdqMatMul::run_from_dequantized).
+  const ValueInfo& x_dq_out = graph.value(dq_x.outputs[0]);
+  qdq.activation_dequantized = x_dq_out.consumers.size() != 1 || x_dq_out.is_graph_output;
+  if (qdq.activation_dequantized) {
+    qdq.activation_name = x_dq_out.name;
+  } else {
+    qdq.activation_name = x.name;
+    claim.nodes.push_back(dq_x_id);
+  }
+  claim.nodes.push_back(dq_w_id);
+  claim.nodes.push_back(matmul_id);
+
+  // The optional output QuantizeLinear, folded only when it is the MatMul's sole consumer.
+  const ValueInfo& y = graph.value(matmul.outputs[0]);
+  qdq.output_name = y.name;
+  if (y.consumers.size() == 1 && !y.is_graph_output) {
+    const NodeInfo& q = graph.node(y.consumers[0]);
+    const bool q_domain = is_onnx_domain(q.domain) || q.domain == "com.microsoft";
+    if (q.op_type == "QuantizeLinear" && q_domain) {
+      const ValueInfo& q_out = graph.value(q.outputs[0]);
+      QuantParams yq;
+      if (is_8bit(q_out.type) && !read_quant_params(graph, q, q_out.type, yq) &&
+          yq.scales.size() == 1 && yq.block_size == 0) {
+        qdq.spec.output = QuantizedOutput{yq.scales[0], yq.zero_points[0], q_out.type};
+        qdq.output_name = q_out.name;
+        claim.nodes.push_back(y.consumers[0]);
+      }
+    }
+  }
+  return claim;
+}
+
+}  // namespace
+
+ClaimSet match_qdq_matmuls(const GraphView& graph, const QdqMatcherOptions& options) {
+  ClaimSet result;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto id = static_cast<NodeId>(i);
+    const NodeInfo& node = graph.node(id);
+    if (node.op_type != "MatMul" || !is_onnx_domain(node.domain)) continue;
+    if (graph.producer_if(node.input(1), "DequantizeLinear") == kNoNode) continue;
+    result.candidates++;
+    if (!options.enabled) {
+      result.refusals.push_back({id, node.name, "disabled_by_knob", "NPUFLOW_QDQ=0"});
+      continue;
+    }
+    auto outcome = match_one(graph, id);
+    if (auto* claim = std::get_if<Claim>(&outcome)) {
+      result.claims.push_back(std::move(*claim));
+    } else {
+      const auto& refused = std::get<Refused>(outcome);
+      result.refusals.push_back({id, node.name, refused.reason, refused.detail});
+    }
+  }
+  return result;
+}
+
+const char* claim_kind_name(ClaimKind kind) {
+  switch (kind) {
+    case ClaimKind::kQdqMatMul:
+      return "qdq_matmul";
+  }
+  return "?";
+}
+
+}  // namespace npuflow

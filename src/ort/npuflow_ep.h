@@ -1,0 +1,54 @@
+// The OrtEp of one session: reads the knobs, claims QDQ MatMul groups in GetCapability and
+// compiles each fused node into a QdqMatMul kernel.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/knobs.h"
+#include "core/log.h"
+#include "device/device.h"
+#include "graph/claim.h"
+#include "ort/ort_api.h"
+
+namespace npuflow::ort {
+
+constexpr const char* kEpName = "NpuflowExecutionProvider";
+
+class NpuflowEp : public OrtEp {
+ public:
+  static Result<std::unique_ptr<NpuflowEp>> create(const OrtSessionOptions* session_options,
+                                                   const OrtLogger* session_logger);
+  ~NpuflowEp();
+
+  const Logger& logger() const { return logger_; }
+
+ private:
+  NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device);
+
+  Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
+  Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  void write_report(const std::string& json_line) const;
+
+  static const char* ORT_API_CALL GetNameImpl(const OrtEp* self) noexcept;
+  static OrtStatus* ORT_API_CALL GetCapabilityImpl(OrtEp* self, const OrtGraph* graph,
+                                                   OrtEpGraphSupportInfo* support) noexcept;
+  static OrtStatus* ORT_API_CALL CompileImpl(OrtEp* self, const OrtGraph** graphs,
+                                             const OrtNode** fused_nodes, size_t count,
+                                             OrtNodeComputeInfo** infos,
+                                             OrtNode** ep_context_nodes) noexcept;
+  static void ORT_API_CALL ReleaseNodeComputeInfosImpl(OrtEp* self, OrtNodeComputeInfo** infos,
+                                                       size_t count) noexcept;
+
+  Knobs knobs_;
+  Logger logger_;
+  std::shared_ptr<Device> device_;
+  std::mutex mutex_;
+  std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
+  struct Totals;
+  std::unique_ptr<Totals> totals_;
+};
+
+}  // namespace npuflow::ort

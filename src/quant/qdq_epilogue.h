@@ -1,0 +1,66 @@
+// The exact epilogue of an A8W8 QDQ MatMul group (DequantizeLinear -> MatMul [-> QuantizeLinear]):
+//
+//   acc'[m][n] = sum_k (a - zp_x)(w - zp_w[n])
+//              = acc - zp_x * colsum_w[n] - zp_w[n] * rowsum_a[m] + K * zp_x * zp_w[n]   (int64)
+//   int out:   y = saturate(round_half_to_even(acc' * s_x * s_w[n] / s_y) + zp_y)
+//   float out: y = float(acc' * s_x * s_w[n])
+//
+// The output zero point is added after rounding: rounding after an integer shift would move
+// exact ties to the wrong neighbour. The scale product is formed in double, so the only rounding
+// is the final one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/element_type.h"
+
+namespace npuflow {
+
+struct QuantizedOutput {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  ElementType type = ElementType::kInt8;  // int8 or uint8
+};
+
+// Everything the epilogue needs, with the weight already in int8 (a uint8 weight is stored as
+// w - 128 with its zero points shifted by -128, which leaves every product unchanged).
+struct QdqGemmSpec {
+  int64_t k = 0;
+  int64_t n = 0;
+  float x_scale = 1.0f;
+  int32_t x_zero_point = 0;
+  std::vector<float> w_scales;            // 1 (per tensor) or n (per output column)
+  std::vector<int32_t> w_zero_points;     // 1 or n, already shifted for uint8 weights
+  std::optional<QuantizedOutput> output;  // absent: float output
+};
+
+class QdqEpilogue {
+ public:
+  // weight: row-major K x N int8, used once for the column sums when zp_x != 0.
+  QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight);
+
+  bool needs_row_sums() const { return needs_row_sums_; }
+  bool has_column_sums() const { return !column_sums_.empty(); }
+
+  // Row sums of the activation, only meaningful when needs_row_sums().
+  void compute_row_sums(const void* a, ElementType a_type, int64_t m, int64_t* row_sums) const;
+
+  // acc: M x N int32 accumulators; out: int8/uint8 (quantized output) or float.
+  void apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out) const;
+
+  const QdqGemmSpec& spec() const { return spec_; }
+
+ private:
+  QdqGemmSpec spec_;
+  bool needs_row_sums_ = false;
+  std::vector<int64_t> column_sums_;  // empty unless zp_x != 0
+  std::vector<int32_t> zp_w_;         // expanded to n
+  std::vector<double> multiplier_;    // s_x * s_w[n] / s_y (or without s_y for float out)
+};
+
+// Round half to even, then add the zero point, then saturate to the output type's range.
+int32_t requantize_value(double scaled, int32_t zero_point, ElementType type);
+
+}  // namespace npuflow

@@ -1,0 +1,126 @@
+#include "quant/qdq_matmul.h"
+
+#include <cmath>
+
+#include "core/strings.h"
+#include "host/int8_gemm_loop.h"
+
+namespace npuflow {
+namespace {
+
+// Per-thread scratch so steady-state calls allocate nothing once the largest shape was seen.
+struct Scratch {
+  std::vector<int32_t> accumulators;
+  std::vector<int64_t> row_sums;
+  std::vector<uint8_t> activations;
+};
+
+Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+template <typename T>
+T* sized(std::vector<T>& buffer, size_t count) {
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSpec spec,
+                                                     const void* weight, ElementType weight_type,
+                                                     std::shared_ptr<Device> device,
+                                                     int64_t min_rows, Logger logger) {
+  const int64_t count = spec.k * spec.n;
+  std::vector<int8_t> plain(count);
+  if (weight_type == ElementType::kUInt8) {
+    const auto* source = static_cast<const uint8_t*>(weight);
+    for (int64_t i = 0; i < count; ++i) plain[i] = static_cast<int8_t>(source[i] - 128);
+    for (int32_t& zp : spec.w_zero_points) zp -= 128;
+  } else if (weight_type == ElementType::kInt8) {
+    const auto* source = static_cast<const int8_t*>(weight);
+    plain.assign(source, source + count);
+  } else {
+    return invalid_argument(
+        str_cat(name, ": weight type ", element_type_name(weight_type), " is not int8 or uint8"));
+  }
+  auto packed = device->pack_int8_weight(plain.data(), spec.k, spec.n);
+  if (!packed.is_ok()) return packed.status();
+  QdqEpilogue epilogue(spec, plain.data());
+  if (epilogue.has_column_sums()) {
+    logger.verbose(str_cat("qdq_colsum ", name, " k=", spec.k, " n=", spec.n));
+  }
+  return std::unique_ptr<QdqMatMul>(new QdqMatMul(std::move(name), std::move(epilogue),
+                                                  std::move(plain), std::move(packed).value(),
+                                                  std::move(device), min_rows, std::move(logger)));
+}
+
+QdqMatMul::QdqMatMul(std::string name, QdqEpilogue epilogue, std::vector<int8_t> weight,
+                     std::unique_ptr<PackedWeight> packed, std::shared_ptr<Device> device,
+                     int64_t min_rows, Logger logger)
+    : name_(std::move(name)),
+      epilogue_(std::move(epilogue)),
+      weight_(std::move(weight)),
+      packed_(std::move(packed)),
+      device_(std::move(device)),
+      min_rows_(min_rows),
+      logger_(std::move(logger)) {}
+
+Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
+                      const ExecContext& context) const {
+  const QdqGemmSpec& spec = epilogue_.spec();
+  Scratch& scratch = thread_scratch();
+  int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
+  if (m < min_rows_) {
+    counters_.host_row_calls++;
+    if (logger_.enabled(LogLevel::kTrace)) {
+      logger_.trace(str_cat("npu_qdq_host_rows ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                            " min=", min_rows_));
+    }
+    int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
+  } else {
+    Status status = device_->gemm_int8(a, a_type, m, *packed_, acc, context);
+    if (status.is_ok()) {
+      counters_.device_calls++;
+      if (logger_.enabled(LogLevel::kTrace)) {
+        logger_.trace(str_cat("npu_qdq_device ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                              " device=", device_->name()));
+      }
+    } else {
+      counters_.fallback_calls++;
+      if (!fallback_logged_.exchange(true)) {
+        logger_.warning(str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                                ": ", status.to_string(),
+                                "; running on the host loop (reported once per node)"));
+      }
+      int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
+    }
+  }
+  int64_t* row_sums = nullptr;
+  if (epilogue_.needs_row_sums()) {
+    row_sums = sized(scratch.row_sums, static_cast<size_t>(m));
+    epilogue_.compute_row_sums(a, a_type, m, row_sums);
+  }
+  epilogue_.apply(acc, row_sums, m, out);
+  return Status::ok();
+}
+
+Status QdqMatMul::run_from_dequantized(const float* a, ElementType quantized_type, int64_t m,
+                                       void* out, const ExecContext& context) const {
+  const QdqGemmSpec& spec = epilogue_.spec();
+  const int64_t count = m * spec.k;
+  uint8_t* q = sized(thread_scratch().activations, static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = a[i];
+    if (!std::isfinite(value)) {
+      return invalid_argument(str_cat(name_, ": activation ", i, " is not finite"));
+    }
+    const int32_t integer =
+        static_cast<int32_t>(std::nearbyint(value / spec.x_scale)) + spec.x_zero_point;
+    q[i] = static_cast<uint8_t>(integer);  // two's complement keeps int8 values intact
+  }
+  return run(q, quantized_type, m, out, context);
+}
+
+}  // namespace npuflow

@@ -1,0 +1,88 @@
+"""Shared fixtures: the npuflow EP registered once in this process with stock onnxruntime, and
+helpers to build CPU-EP and npuflow sessions over the same model."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
+EP_LIBRARY = BUILD_DIR / "lib" / "libonnxruntime_npuflow.so"
+CLI = BUILD_DIR / "bin" / "npuflow"
+EP_NAME = "NpuflowExecutionProvider"
+
+LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@pytest.fixture(scope="session")
+def npuflow_devices():
+    assert EP_LIBRARY.exists(), f"{EP_LIBRARY} is missing: run `make build`"
+    ort.register_execution_provider_library("npuflow", str(EP_LIBRARY))
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+    assert devices, "onnxruntime lists no npuflow device"
+    return devices
+
+
+class Sessions:
+    """Builds the two arms of every comparison from one saved model."""
+
+    def __init__(self, devices, tmp_path: Path):
+        self.devices = devices
+        self.tmp_path = tmp_path
+        self.count = 0
+
+    def save(self, model: onnx.ModelProto) -> str:
+        self.count += 1
+        path = self.tmp_path / f"model{self.count}.onnx"
+        onnx.save(model, str(path))
+        return str(path)
+
+    @staticmethod
+    def _options(level: str, config: dict | None = None):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = LEVELS[level]
+        so.intra_op_num_threads = 2
+        for key, value in (config or {}).items():
+            so.add_session_config_entry(key, value)
+        return so
+
+    def cpu(self, path: str, level: str = "all"):
+        return ort.InferenceSession(path, sess_options=self._options(level),
+                                    providers=["CPUExecutionProvider"])
+
+    def npuflow(self, path: str, level: str = "all", options: dict | None = None,
+                config: dict | None = None):
+        """Returns (session, report) where report lists the EP's per-graph claim records."""
+        report = self.tmp_path / f"report{self.count}-{len(options or {})}.jsonl"
+        if report.exists():
+            report.unlink()
+        so = self._options(level, config)
+        so.add_provider_for_devices(self.devices, {"report": str(report), **(options or {})})
+        session = ort.InferenceSession(path, sess_options=so)
+        records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+        return session, records
+
+
+@pytest.fixture
+def sessions(npuflow_devices, tmp_path):
+    return Sessions(npuflow_devices, tmp_path)
+
+
+def claimed(records) -> int:
+    return sum(len(r["claims"]) for r in records)
+
+
+def refusal_reasons(records) -> list[str]:
+    return [x["reason"] for r in records for x in r["refusals"]]

@@ -1,0 +1,69 @@
+"""The C++ CLI: `npuflow explain` and `npuflow demo` load the EP through ONNX Runtime's C++ API
+(RegisterExecutionProviderLibrary + AppendExecutionProvider_V2)."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import onnx
+from onnx import TensorProto, helper
+
+from conftest import CLI
+from qdq_models import QdqSpec, demo_layer_model, single_group_model
+
+
+def run_cli(*args):
+    result = subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_explain_lists_the_demo_claims(tmp_path):
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_layer_model(rows=16), str(path))
+    out = run_cli("explain", str(path))
+    assert "7 of 7 QDQ MatMul groups claimed" in out
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+        assert name in out
+
+
+def test_explain_shows_refusals_by_reason(tmp_path):
+    path = tmp_path / "refused.onnx"
+    onnx.save(single_group_model(QdqSpec(k=64, n=32, scale_axis=0)), str(path))
+    out = run_cli("explain", str(path), "--opt", "basic")
+    assert "0 of 1 QDQ MatMul groups claimed" in out
+    assert re.search(r"scale_along_k\s+1", out)
+
+
+def test_explain_on_a_model_with_nothing_to_claim(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "plain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "plain.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert "0 of 0 QDQ MatMul groups claimed" in run_cli("explain", str(path))
+
+
+def test_demo_reports_claims_lsb_and_speed(tmp_path):
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_layer_model(rows=32), str(path))
+    out = run_cli("demo", str(path), "--runs", "3")
+    assert "QDQ MatMul groups claimed: 7 / 7" in out
+    worst = int(re.search(r"worst LSB difference \(int8 outputs\): (\d+)", out).group(1))
+    assert worst <= 1
+    assert re.search(r"npuflow is [0-9.]+x the CPU EP", out)
+
+
+def test_bad_model_path_is_a_clear_error():
+    result = subprocess.run([str(CLI), "explain", "/nonexistent.onnx"], capture_output=True, text=True)
+    assert result.returncode != 0 and "no such model" in result.stderr
+
+
+def test_bad_environment_knob_fails_the_cpp_session(tmp_path):
+    import os
+    path = tmp_path / "one.onnx"
+    onnx.save(single_group_model(QdqSpec(k=64, n=32)), str(path))
+    env = dict(os.environ, NPUFLOW_MIN_ROWS="0")
+    result = subprocess.run([str(CLI), "explain", str(path)], capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert "NPUFLOW_MIN_ROWS='0' is not valid: expected 1 to 1048576" in result.stderr

@@ -1,0 +1,96 @@
+// The host device's GEMMs against brute force: exact for integers, at every row count.
+#include "host/host_device.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "host/int8_gemm_loop.h"
+
+namespace npuflow {
+namespace {
+
+template <typename A>
+std::vector<int32_t> brute_force(const std::vector<A>& a, const std::vector<int8_t>& w, int64_t m,
+                                 int64_t k, int64_t n) {
+  std::vector<int32_t> c(m * n, 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kk = 0; kk < k; ++kk) c[i * n + j] += int32_t{a[i * k + kk]} * w[kk * n + j];
+  return c;
+}
+
+template <typename A>
+void check_int8(ElementType type, int64_t m, int64_t k, int64_t n) {
+  std::mt19937 rng(static_cast<uint32_t>(m * 131 + k * 7 + n));
+  std::uniform_int_distribution<int> any(-128, 255);
+  std::vector<A> a(m * k);
+  for (auto& v : a) v = static_cast<A>(any(rng));
+  std::vector<int8_t> w(k * n);
+  for (auto& v : w) v = static_cast<int8_t>(any(rng) - 64);
+  HostDevice device({});
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+  std::vector<int32_t> c(m * n, -1), loop(m * n, -1);
+  Status status = device.gemm_int8(a.data(), type, m, *packed.value(), c.data(), {});
+  ASSERT_TRUE(status.is_ok()) << status.to_string();
+  int8_gemm_loop(a.data(), type, m, k, w.data(), n, loop.data());
+  const auto expected = brute_force(a, w, m, k, n);
+  EXPECT_EQ(c, expected) << "device m=" << m << " k=" << k << " n=" << n;
+  EXPECT_EQ(loop, expected) << "loop m=" << m << " k=" << k << " n=" << n;
+}
+
+TEST(HostDevice, Int8GemmIsExactForSignedActivations) {
+  for (int64_t m : {1, 5, 16, 37}) check_int8<int8_t>(ElementType::kInt8, m, 96, 48);
+}
+
+TEST(HostDevice, Int8GemmIsExactForUnsignedActivations) {
+  for (int64_t m : {1, 3, 32}) check_int8<uint8_t>(ElementType::kUInt8, m, 128, 40);
+}
+
+TEST(HostDevice, Int8GemmIsExactAtExtremeValues) {
+  // All -128 x -128 at K=3072 sums to 50331648: within int32, and exact.
+  const int64_t m = 16, k = 3072, n = 32;
+  std::vector<int8_t> a(m * k, -128), w(k * n, -128);
+  HostDevice device({});
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int32_t> c(m * n);
+  ASSERT_TRUE(
+      device.gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), {}).is_ok());
+  for (int32_t v : c) ASSERT_EQ(v, 3072 * 16384);
+}
+
+TEST(HostDevice, FloatGemmMatchesReference) {
+  const int64_t m = 7, k = 64, n = 24;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(m * k), w(k * n), c(m * n);
+  for (auto& v : a) v = normal(rng);
+  for (auto& v : w) v = normal(rng);
+  HostDevice device({});
+  auto packed = device.pack_float_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  ASSERT_TRUE(device.gemm_float(a.data(), m, *packed.value(), c.data(), {}).is_ok());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t kk = 0; kk < k; ++kk) ref += double(a[i * k + kk]) * w[kk * n + j];
+      EXPECT_NEAR(c[i * n + j], ref, 1e-4 * (1 + std::abs(ref)));
+    }
+  }
+}
+
+TEST(HostDevice, RejectsMismatchedWeightTypes) {
+  HostDevice device({});
+  std::vector<float> w(4 * 4, 1.0f);
+  auto packed = device.pack_float_weight(w.data(), 4, 4);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int8_t> a(4);
+  std::vector<int32_t> c(4);
+  EXPECT_FALSE(
+      device.gemm_int8(a.data(), ElementType::kInt8, 1, *packed.value(), c.data(), {}).is_ok());
+}
+
+}  // namespace
+}  // namespace npuflow

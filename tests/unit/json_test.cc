@@ -1,0 +1,30 @@
+#include "core/json.h"
+
+#include <gtest/gtest.h>
+
+namespace npuflow {
+namespace {
+
+TEST(Json, ParsesTheReportShape) {
+  auto parsed = JsonValue::parse(
+      R"({"graph":"main","candidates":3,"claims":[{"k":1024,"ok":true,"name":"a\"b"}],"x":null})");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  const JsonValue& v = parsed.value();
+  EXPECT_EQ(v["graph"].string(), "main");
+  EXPECT_EQ(v["candidates"].number(), 3);
+  ASSERT_EQ(v["claims"].array().size(), 1u);
+  EXPECT_EQ(v["claims"].array()[0]["k"].number(), 1024);
+  EXPECT_TRUE(v["claims"].array()[0]["ok"].boolean());
+  EXPECT_EQ(v["claims"].array()[0]["name"].string(), "a\"b");
+  EXPECT_EQ(v["missing"].kind(), JsonValue::Kind::kNull);
+}
+
+TEST(Json, RejectsMalformedText) {
+  EXPECT_FALSE(JsonValue::parse("{\"a\":").is_ok());
+  EXPECT_FALSE(JsonValue::parse("[1,2").is_ok());
+  EXPECT_FALSE(JsonValue::parse("{} trailing").is_ok());
+  EXPECT_FALSE(JsonValue::parse("\"unterminated").is_ok());
+}
+
+}  // namespace
+}  // namespace npuflow
