@@ -126,13 +126,26 @@ def _opsets(domains):
     return opsets
 
 
-def single_group_model(spec: QdqSpec, rows="M") -> onnx.ModelProto:
+def single_group_model(spec: QdqSpec, rows="M", float_io=False) -> onnx.ModelProto:
+    """One group. With float_io the model takes and returns float (a QuantizeLinear in front, a
+    DequantizeLinear behind), the form quantize_static emits: only then does the CPU EP at
+    ORT_ENABLE_ALL fuse the group into its own QLinearMatMul (it leaves groups that read a graph
+    input or write a graph output unfused)."""
     nodes, inits = [], []
     add_group(nodes, inits, spec, "x", "y")
     out_type = ONNX_TYPE[spec.y_type] if spec.with_q else TensorProto.FLOAT
+    x_in, y_out, x_type = "x", "y", ONNX_TYPE[spec.x_type]
+    if float_io:
+        x_in, x_type = "x_float", TensorProto.FLOAT
+        nodes.insert(0, helper.make_node("QuantizeLinear", [x_in, "mm.x_scale", "mm.x_zero_point"], ["x"],
+                                         name="quantize_input"))
+        if spec.with_q:
+            y_out, out_type = "y_float", TensorProto.FLOAT
+            nodes.append(helper.make_node("DequantizeLinear", ["y", "mm.y_scale", "mm.y_zero_point"], [y_out],
+                                          name="dequantize_output"))
     graph = helper.make_graph(
-        nodes, "qdq_matmul", [helper.make_tensor_value_info("x", ONNX_TYPE[spec.x_type], [rows, spec.k])],
-        [helper.make_tensor_value_info("y", out_type, [rows, spec.n])], inits)
+        nodes, "qdq_matmul", [helper.make_tensor_value_info(x_in, x_type, [rows, spec.k])],
+        [helper.make_tensor_value_info(y_out, out_type, [rows, spec.n])], inits)
     model = helper.make_model(graph, opset_imports=_opsets({spec.domain}))
     model.ir_version = 10
     onnx.checker.check_model(model)
@@ -140,30 +153,35 @@ def single_group_model(spec: QdqSpec, rows="M") -> onnx.ModelProto:
 
 
 def demo_layer_model(rows=32, seed=0, per_channel=True) -> onnx.ModelProto:
-    """Seven A8W8 projections of one Qwen3-0.6B layer. The five projections reading the hidden
-    state share one int8 input (so one DequantizeLinear feeds five MatMuls, as quantize_static
-    emits it); o_proj reads the attention output and down_proj the MLP activation."""
+    """Seven A8W8 projections of one Qwen3-0.6B layer in the form quantize_static emits: float
+    inputs, quantized and dequantized once per reader; every projection's int8
+    output is dequantized to a float graph output. o_proj reads the attention output and
+    down_proj the MLP activation. The CPU EP at ORT_ENABLE_ALL fuses every group into
+    QLinearMatMul, so it is compared at its best."""
     sources = {"q_proj": "hidden", "k_proj": "hidden", "v_proj": "hidden", "gate_proj": "hidden",
                "up_proj": "hidden", "o_proj": "attention", "down_proj": "mlp"}
     widths = {"hidden": 1024, "attention": 2048, "mlp": 3072}
     nodes, inits, outputs = [], [], []
-    shared_dq = {}
     for i, (name, (k, n)) in enumerate(QWEN3_PROJECTIONS.items()):
         spec = QdqSpec(k=k, n=n, per_channel=per_channel, zp_x=-3, zp_y=1, seed=seed + i, name=name)
-        src = sources[name]
         group_nodes, group_inits = [], []
-        add_group(group_nodes, group_inits, spec, src, f"{name}.out")
-        if src in shared_dq:  # reuse the first DQ of this input, as a quantizer would
-            group_nodes = [n_ for n_ in group_nodes if n_.op_type != "DequantizeLinear" or n_.input[0] != src]
-            group_inits = [t for t in group_inits if not t.name.startswith(f"{name}.x_")]
-            for n_ in group_nodes:
-                n_.input[:] = [shared_dq[src] if v == f"{name}.x_dq" else v for v in n_.input]
-        else:
-            shared_dq[src] = f"{name}.x_dq"
+        add_group(group_nodes, group_inits, spec, sources[name], f"{name}.out")
         nodes += group_nodes
         inits += group_inits
-        outputs.append(helper.make_tensor_value_info(f"{name}.out", TensorProto.INT8, [rows, n]))
-    inputs = [helper.make_tensor_value_info(s, TensorProto.INT8, [rows, w]) for s, w in widths.items()]
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}.out", f"{name}.y_scale", f"{name}.y_zero_point"],
+                                      [name], name=f"{name}.dq_out"))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [rows, n]))
+    # One QuantizeLinear per reader: the CPU EP leaves a group unfused when its input Q feeds
+    # several groups, and the comparison is meant against the CPU EP at its best.
+    for name in QWEN3_PROJECTIONS:
+        src = sources[name]
+        nodes.insert(0, helper.make_node("QuantizeLinear", [f"{src}_float", f"{name}.x_scale",
+                                                            f"{name}.x_zero_point"], [f"{name}.x"],
+                                         name=f"{name}.quantize"))
+        for node in nodes:
+            if node.name == f"{name}.dq_x":
+                node.input[0] = f"{name}.x"
+    inputs = [helper.make_tensor_value_info(f"{s}_float", TensorProto.FLOAT, [rows, w]) for s, w in widths.items()]
     graph = helper.make_graph(nodes, "qwen3_layer_projections", inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=_opsets({""}))
     model.ir_version = 10

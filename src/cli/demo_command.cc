@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "cli/commands.h"
@@ -70,6 +71,24 @@ std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
   for (const auto& n : outputs) out_names.push_back(n.c_str());
   return session.Run(Ort::RunOptions{nullptr}, in_names.data(), inputs.values.data(),
                      in_names.size(), out_names.data(), out_names.size());
+}
+
+// The grid step of a tensor holding at most 256 distinct values (a dequantized int8 tensor),
+// or nothing if it holds more.
+std::optional<double> quantization_step(const float* values, size_t count) {
+  std::vector<float> distinct;
+  for (size_t i = 0; i < count; ++i) {
+    if (std::find(distinct.begin(), distinct.end(), values[i]) == distinct.end()) {
+      distinct.push_back(values[i]);
+      if (distinct.size() > 256) return std::nullopt;
+    }
+  }
+  if (distinct.size() < 2) return std::nullopt;
+  std::sort(distinct.begin(), distinct.end());
+  double step = distinct[1] - distinct[0];
+  for (size_t i = 2; i < distinct.size(); ++i)
+    step = std::min<double>(step, distinct[i] - distinct[i - 1]);
+  return step;
 }
 
 double median(std::vector<double> values) {
@@ -168,14 +187,28 @@ int demo_command(const std::vector<std::string>& args) {
         nb += double(b[i]) * b[i];
         worst = std::max(worst, std::abs(double(a[i]) - b[i]));
       }
-      std::printf("  output '%s' (float): max |diff| %.3g, cosine %.9f\n", outputs[o].c_str(),
-                  worst, dot / std::sqrt(std::max(na * nb, 1e-300)));
+      std::printf("  output '%s' (float): max |diff| %.3g, cosine %.9f", outputs[o].c_str(), worst,
+                  dot / std::sqrt(std::max(na * nb, 1e-300)));
+      // A dequantized int8 output takes at most 256 values on a grid: its step is one LSB.
+      if (auto step = quantization_step(a, count)) {
+        const auto lsb = static_cast<int64_t>(std::llround(worst / *step));
+        int64_t off = 0;
+        for (size_t i = 0; i < count; ++i) off += a[i] != b[i];
+        std::printf(", %lld LSB (%lld of %zu values differ)", static_cast<long long>(lsb),
+                    static_cast<long long>(off), count);
+        worst_lsb = std::max(worst_lsb, lsb);
+        differing += off;
+        integer_values += static_cast<int64_t>(count);
+      }
+      std::printf("\n");
     }
   }
   if (integer_values > 0) {
-    std::printf("  worst LSB difference (int8 outputs): %lld (%lld of %lld values differ)\n",
-                static_cast<long long>(worst_lsb), static_cast<long long>(differing),
-                static_cast<long long>(integer_values));
+    std::printf(
+        "  worst LSB difference (int8 outputs, direct or dequantized): %lld (%lld of %lld "
+        "values differ)\n",
+        static_cast<long long>(worst_lsb), static_cast<long long>(differing),
+        static_cast<long long>(integer_values));
   }
 
   // Alternate the two sessions so drift in machine speed hits both alike.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +41,12 @@ struct DeviceOptions {
   int threads = 0;
 };
 
+// Receives finished int32 results: a block of `rows` x `cols` at (row, col) of the M x N result,
+// with row stride `ld`. A device may call it concurrently from worker threads for disjoint
+// blocks; the data is valid only during the call.
+using Int32BlockSink = std::function<void(int64_t row, int64_t col, int64_t rows, int64_t cols,
+                                          const int32_t* data, int64_t ld)>;
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -53,6 +60,13 @@ class Device {
   // c[m][n] = sum_k a[m][k] * w[k][n], exactly, in int32. a is int8 or uint8, row-major M x K.
   virtual Status gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
                            int32_t* c, const ExecContext& context) = 0;
+
+  // The same GEMM, handing results to `sink` block by block as they finish, so a caller can
+  // apply its epilogue while the block is hot and never hold all M x N accumulators. The default
+  // runs gemm_int8 into one buffer and hands it over whole.
+  virtual Status gemm_int8_blocks(const void* a, ElementType a_type, int64_t m,
+                                  const PackedWeight& w, const Int32BlockSink& sink,
+                                  const ExecContext& context);
 
   // Packs a row-major K x N fp32 weight.
   virtual Result<std::unique_ptr<PackedWeight>> pack_float_weight(const float* weight, int64_t k,

@@ -3,8 +3,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -26,6 +26,9 @@ constexpr int64_t kLayoutProbeRows = 128;
 // Columns per packed block: the unit of work handed to a thread. 256 keeps a K=1024 block of
 // int8 weights (256 KiB) in L2 and gives 4 to 12 tasks on the projection shapes we target.
 constexpr int64_t kColumnBlock = 256;
+// Rows per task: bounds the per-thread result buffer (128 x 256 int32 = 128 KiB) and gives large
+// M more tasks to spread.
+constexpr int64_t kRowPanel = 128;
 
 dnnl_dt to_dnnl(ElementType type) {
   switch (type) {
@@ -101,6 +104,21 @@ class OneDnnWeight final : public PackedWeight {
   std::vector<Block> blocks_;
 };
 
+// Hands a finished dense block (rows x cols at (row, col), row stride cols) to the caller.
+using RawSink =
+    std::function<void(int64_t row, int64_t col, int64_t rows, int64_t cols, const void* data)>;
+
+// A sink that copies each block into a row-major M x N result.
+template <typename T>
+RawSink copy_into(T* c, int64_t n) {
+  return [c, n](int64_t row, int64_t col, int64_t rows, int64_t cols, const void* data) {
+    const T* block = static_cast<const T*>(data);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(c + (row + r) * n + col, block + r * cols, static_cast<size_t>(cols) * sizeof(T));
+    }
+  };
+}
+
 }  // namespace
 
 struct HostDevice::Impl {
@@ -136,58 +154,64 @@ struct HostDevice::Impl {
     }
   }
 
-  Status run(const void* a, ElementType a_type, int64_t m, const PackedWeight& w, void* c,
-             ElementType c_type, const ExecContext& context) {
+  // Splits the GEMM into tasks of (row panel, column block); each task runs one oneDNN matmul
+  // into a dense per-thread buffer (a strided destination would fall to oneDNN's reference
+  // kernel) and hands it to `sink` at once, while it is still in cache.
+  Status run(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
+             ElementType c_type, const RawSink& sink, const ExecContext& context) {
     const auto* weight = dynamic_cast<const OneDnnWeight*>(&w);
     if (weight == nullptr) return internal_error("weight was not packed by the host device");
     const auto& blocks = weight->blocks();
-    // Resolve every primitive first so a refusal happens before any output is written.
-    std::vector<dnnl::matmul> primitives;
+    const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
+    const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
+    // Resolve every primitive first so a refusal happens before any result is handed out.
+    std::vector<dnnl::matmul> full_panel, last_panel;
     for (const Block& block : blocks) {
-      auto primitive = block.primitive_for(engine, m, w.k(), to_dnnl(a_type), to_dnnl(c_type));
-      if (!primitive.is_ok()) return primitive.status();
-      primitives.push_back(primitive.value());
+      for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
+                               std::pair{last_panel_rows, &last_panel}}) {
+        auto primitive = block.primitive_for(engine, rows, w.k(), to_dnnl(a_type), to_dnnl(c_type));
+        if (!primitive.is_ok()) return primitive.status();
+        out->push_back(primitive.value());
+      }
     }
+    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(a_type);
     const size_t c_element = element_size(c_type);
-    std::atomic<bool> failed{false};
-    std::string failure;
     std::mutex failure_mutex;
-    auto run_block = [&](size_t index) {
-      const Block& block = blocks[index];
+    std::string failure;
+    auto task = [&](size_t index) {
+      const int64_t panel = static_cast<int64_t>(index) / static_cast<int64_t>(blocks.size());
+      const size_t block_index = index % blocks.size();
+      const Block& block = blocks[block_index];
+      const int64_t row = panel * kRowPanel;
+      const int64_t rows = panel == panels - 1 ? last_panel_rows : kRowPanel;
       try {
         // On a lent pool each task is one thread; otherwise oneDNN's OpenMP team works on it.
         omp_set_num_threads(context.has_pool()    ? 1
                             : options.threads > 0 ? options.threads
                                                   : omp_get_num_procs());
-        // oneDNN's fast kernels want a dense destination (a strided one falls to its reference
-        // kernel), so each block lands in a per-thread buffer and is copied into place.
-        const size_t row_bytes = static_cast<size_t>(block.width()) * c_element;
         thread_local std::vector<uint8_t> block_out;
-        if (block_out.size() < static_cast<size_t>(m) * row_bytes) {
-          block_out.resize(static_cast<size_t>(m) * row_bytes);
-        }
+        const size_t bytes = static_cast<size_t>(rows * block.width()) * c_element;
+        if (block_out.size() < bytes) block_out.resize(bytes);
         dnnl::stream stream(engine);
-        dnnl::memory src({{m, w.k()}, to_dnnl(a_type), dnnl_tag::ab}, engine, const_cast<void*>(a));
-        dnnl::memory dst({{m, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
+        dnnl::memory src({{rows, w.k()}, to_dnnl(a_type), dnnl_tag::ab}, engine,
+                         const_cast<uint8_t*>(static_cast<const uint8_t*>(a) + row * a_row_bytes));
+        dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
                          block_out.data());
-        primitives[index].execute(
+        const dnnl::matmul& primitive =
+            panel == panels - 1 ? last_panel[block_index] : full_panel[block_index];
+        primitive.execute(
             stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed()}, {DNNL_ARG_DST, dst}});
         stream.wait();
-        auto* out =
-            static_cast<uint8_t*>(c) + static_cast<size_t>(block.first_column()) * c_element;
-        const size_t out_stride = static_cast<size_t>(w.n()) * c_element;
-        for (int64_t row = 0; row < m; ++row) {
-          std::memcpy(out + row * out_stride, block_out.data() + row * row_bytes, row_bytes);
-        }
+        sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);
-        failed = true;
         failure = e.what();
       }
     };
-    context.run(blocks.size(), run_block);
-    if (failed)
+    context.run(static_cast<size_t>(panels) * blocks.size(), task);
+    if (!failure.empty()) {
       return Status(StatusCode::kDeviceFailure, str_cat("oneDNN matmul failed: ", failure));
+    }
     return Status::ok();
   }
 };
@@ -212,7 +236,22 @@ Status HostDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const
     return invalid_argument("gemm_int8 takes int8 or uint8 activations");
   }
   if (w.type() != ElementType::kInt8) return invalid_argument("gemm_int8 needs an int8 weight");
-  return impl_->run(a, a_type, m, w, c, ElementType::kInt32, context);
+  return impl_->run(a, a_type, m, w, ElementType::kInt32, copy_into(c, w.n()), context);
+}
+
+Status HostDevice::gemm_int8_blocks(const void* a, ElementType a_type, int64_t m,
+                                    const PackedWeight& w, const Int32BlockSink& sink,
+                                    const ExecContext& context) {
+  if (a_type != ElementType::kInt8 && a_type != ElementType::kUInt8) {
+    return invalid_argument("gemm_int8 takes int8 or uint8 activations");
+  }
+  if (w.type() != ElementType::kInt8) return invalid_argument("gemm_int8 needs an int8 weight");
+  return impl_->run(
+      a, a_type, m, w, ElementType::kInt32,
+      [&sink](int64_t row, int64_t col, int64_t rows, int64_t cols, const void* data) {
+        sink(row, col, rows, cols, static_cast<const int32_t*>(data), cols);
+      },
+      context);
 }
 
 Result<std::unique_ptr<PackedWeight>> HostDevice::pack_float_weight(const float* weight, int64_t k,
@@ -224,7 +263,8 @@ Result<std::unique_ptr<PackedWeight>> HostDevice::pack_float_weight(const float*
 Status HostDevice::gemm_float(const float* a, int64_t m, const PackedWeight& w, float* c,
                               const ExecContext& context) {
   if (w.type() != ElementType::kFloat32) return invalid_argument("gemm_float needs a float weight");
-  return impl_->run(a, ElementType::kFloat32, m, w, c, ElementType::kFloat32, context);
+  return impl_->run(a, ElementType::kFloat32, m, w, ElementType::kFloat32, copy_into(c, w.n()),
+                    context);
 }
 
 }  // namespace npuflow

@@ -23,6 +23,8 @@ class HostDevice final : public Device {
                                                          int64_t n) override;
   Status gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w, int32_t* c,
                    const ExecContext& context) override;
+  Status gemm_int8_blocks(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
+                          const Int32BlockSink& sink, const ExecContext& context) override;
   Result<std::unique_ptr<PackedWeight>> pack_float_weight(const float* weight, int64_t k,
                                                           int64_t n) override;
   Status gemm_float(const float* a, int64_t m, const PackedWeight& w, float* c,

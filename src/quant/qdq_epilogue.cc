@@ -34,6 +34,18 @@ QdqEpilogue::QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight) : spec_(
       for (int64_t col = 0; col < n; ++col) column_sums_[col] += row[col];
     }
   }
+  // The per-column part of the correction, -zp_x * colsum_w[n] + K * zp_x * zp_w[n], and zp_w
+  // itself as doubles: integers far below 2^53, so exact.
+  column_bias_.assign(n, 0.0);
+  zp_w_double_.resize(n);
+  const int64_t zp_x = spec.x_zero_point;
+  for (int64_t col = 0; col < n; ++col) {
+    zp_w_double_[col] = zp_w_[col];
+    if (zp_x != 0) {
+      column_bias_[col] =
+          static_cast<double>(-zp_x * column_sums_[col] + spec.k * zp_x * int64_t{zp_w_[col]});
+    }
+  }
 }
 
 void QdqEpilogue::compute_row_sums(const void* a, ElementType a_type, int64_t m,
@@ -53,28 +65,65 @@ void QdqEpilogue::compute_row_sums(const void* a, ElementType a_type, int64_t m,
 }
 
 void QdqEpilogue::apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out) const {
+  apply_block(acc, spec_.n, 0, 0, m, spec_.n, row_sums, out);
+}
+
+namespace {
+
+// Round half to even for |v| < 2^51 under the default rounding mode, in a form compilers
+// vectorize (std::nearbyint does not).
+constexpr double kRoundingMagic = 6755399441055744.0;  // 1.5 * 2^52
+
+// One row of a block, branch-free so it vectorizes. Every quantity is an integer below 2^53 until
+// the multiply, so the double sums are exact and the only rounding is the final one.
+template <typename Out>
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void requantize_row(
+    const int32_t* acc, const double* column_bias, const double* zp_w, double row_sum,
+    const double* multiplier, int64_t cols, double lo, double hi, int32_t zero_point, Out* out) {
+  for (int64_t c = 0; c < cols; ++c) {
+    double v = (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c];
+    v = std::min(std::max(v, -1048576.0), 1048576.0);
+    v = (v + kRoundingMagic) - kRoundingMagic;
+    v = std::min(std::max(v, lo), hi);  // [type min - zp, type max - zp]
+    out[c] = static_cast<Out>(static_cast<int32_t>(v) + zero_point);
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void scale_row(
+    const int32_t* acc, const double* column_bias, const double* zp_w, double row_sum,
+    const double* multiplier, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; ++c) {
+    out[c] = static_cast<float>(
+        (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c]);
+  }
+}
+
+}  // namespace
+
+void QdqEpilogue::apply_block(const int32_t* acc, int64_t ld, int64_t row, int64_t col,
+                              int64_t rows, int64_t cols, const int64_t* row_sums,
+                              void* out) const {
   const int64_t n = spec_.n;
-  const int64_t k = spec_.k;
-  const int64_t zp_x = spec_.x_zero_point;
-  for (int64_t row = 0; row < m; ++row) {
-    const int32_t* acc_row = acc + row * n;
-    const int64_t row_sum = needs_row_sums_ ? row_sums[row] : 0;
-    for (int64_t col = 0; col < n; ++col) {
-      int64_t exact = acc_row[col];
-      if (zp_x != 0) exact -= zp_x * column_sums_[col];
-      const int64_t zp_w = zp_w_[col];
-      if (zp_w != 0) exact += zp_w * (k * zp_x - row_sum);
-      const double scaled = static_cast<double>(exact) * multiplier_[col];
-      const int64_t index = row * n + col;
-      if (!spec_.output) {
-        static_cast<float*>(out)[index] = static_cast<float>(scaled);
-      } else if (spec_.output->type == ElementType::kUInt8) {
-        static_cast<uint8_t*>(out)[index] = static_cast<uint8_t>(
-            requantize_value(scaled, spec_.output->zero_point, ElementType::kUInt8));
-      } else {
-        static_cast<int8_t*>(out)[index] = static_cast<int8_t>(
-            requantize_value(scaled, spec_.output->zero_point, ElementType::kInt8));
-      }
+  const double* column_bias = column_bias_.data() + col;
+  const double* zp_w = zp_w_double_.data() + col;
+  const double* multiplier = multiplier_.data() + col;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* acc_row = acc + r * ld;
+    const int64_t out_row = row + r;
+    const double row_sum = needs_row_sums_ ? static_cast<double>(row_sums[out_row]) : 0.0;
+    const int64_t offset = out_row * n + col;
+    if (!spec_.output) {
+      scale_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols,
+                static_cast<float*>(out) + offset);
+      continue;
+    }
+    const int32_t zp_y = spec_.output->zero_point;
+    if (spec_.output->type == ElementType::kUInt8) {
+      requantize_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols, 0.0 - zp_y,
+                     255.0 - zp_y, zp_y, static_cast<uint8_t*>(out) + offset);
+    } else {
+      requantize_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols, -128.0 - zp_y,
+                     127.0 - zp_y, zp_y, static_cast<int8_t*>(out) + offset);
     }
   }
 }

@@ -47,8 +47,13 @@ class QdqEpilogue {
   // Row sums of the activation, only meaningful when needs_row_sums().
   void compute_row_sums(const void* a, ElementType a_type, int64_t m, int64_t* row_sums) const;
 
-  // acc: M x N int32 accumulators; out: int8/uint8 (quantized output) or float.
+  // acc: M x N int32 accumulators; out: int8/uint8 (quantized output) or float, M x N.
   void apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out) const;
+
+  // The same for one block of the result: `rows` x `cols` accumulators at (row, col) with row
+  // stride `ld`, written into the full M x N output. row_sums is indexed by absolute row.
+  void apply_block(const int32_t* acc, int64_t ld, int64_t row, int64_t col, int64_t rows,
+                   int64_t cols, const int64_t* row_sums, void* out) const;
 
   const QdqGemmSpec& spec() const { return spec_; }
 
@@ -58,6 +63,8 @@ class QdqEpilogue {
   std::vector<int64_t> column_sums_;  // empty unless zp_x != 0
   std::vector<int32_t> zp_w_;         // expanded to n
   std::vector<double> multiplier_;    // s_x * s_w[n] / s_y (or without s_y for float out)
+  std::vector<double> column_bias_;   // -zp_x * colsum_w[n] + K * zp_x * zp_w[n]
+  std::vector<double> zp_w_double_;
 };
 
 // Round half to even, then add the zero point, then saturate to the output type's range.

@@ -71,38 +71,48 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
                       const ExecContext& context) const {
   const QdqGemmSpec& spec = epilogue_.spec();
   Scratch& scratch = thread_scratch();
-  int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
+  int64_t* row_sums = nullptr;
+  if (epilogue_.needs_row_sums()) {
+    row_sums = sized(scratch.row_sums, static_cast<size_t>(m));
+    epilogue_.compute_row_sums(a, a_type, m, row_sums);
+  }
+  auto host_loop = [&] {
+    int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
+    int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
+    epilogue_.apply(acc, row_sums, m, out);
+  };
   if (m < min_rows_) {
     counters_.host_row_calls++;
     if (logger_.enabled(LogLevel::kTrace)) {
       logger_.trace(str_cat("npu_qdq_host_rows ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
                             " min=", min_rows_));
     }
-    int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
-  } else {
-    Status status = device_->gemm_int8(a, a_type, m, *packed_, acc, context);
-    if (status.is_ok()) {
-      counters_.device_calls++;
-      if (logger_.enabled(LogLevel::kTrace)) {
-        logger_.trace(str_cat("npu_qdq_device ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
-                              " device=", device_->name()));
-      }
-    } else {
-      counters_.fallback_calls++;
-      if (!fallback_logged_.exchange(true)) {
-        logger_.warning(str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
-                                ": ", status.to_string(),
-                                "; running on the host loop (reported once per node)"));
-      }
-      int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
+    host_loop();
+    return Status::ok();
+  }
+  // The epilogue runs on each block as the device finishes it, on the device's worker thread.
+  const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t rows, int64_t cols,
+                                  const int32_t* block, int64_t ld) {
+    epilogue_.apply_block(block, ld, row, col, rows, cols, row_sums, out);
+  };
+  Status status = device_->gemm_int8_blocks(a, a_type, m, *packed_, sink, context);
+  if (status.is_ok()) {
+    counters_.device_calls++;
+    if (logger_.enabled(LogLevel::kTrace)) {
+      logger_.trace(str_cat("npu_qdq_device ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                            " device=", device_->name()));
     }
+    return Status::ok();
   }
-  int64_t* row_sums = nullptr;
-  if (epilogue_.needs_row_sums()) {
-    row_sums = sized(scratch.row_sums, static_cast<size_t>(m));
-    epilogue_.compute_row_sums(a, a_type, m, row_sums);
+  // A refusal comes before any block is handed out, and a failed call is recomputed whole, so
+  // the output is the host loop's either way.
+  counters_.fallback_calls++;
+  if (!fallback_logged_.exchange(true)) {
+    logger_.warning(str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                            ": ", status.to_string(),
+                            "; running on the host loop (reported once per node)"));
   }
-  epilogue_.apply(acc, row_sums, m, out);
+  host_loop();
   return Status::ok();
 }
 

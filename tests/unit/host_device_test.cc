@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "host/int8_gemm_loop.h"
 
@@ -90,6 +93,50 @@ TEST(HostDevice, RejectsMismatchedWeightTypes) {
   std::vector<int32_t> c(4);
   EXPECT_FALSE(
       device.gemm_int8(a.data(), ElementType::kInt8, 1, *packed.value(), c.data(), {}).is_ok());
+}
+
+}  // namespace
+}  // namespace npuflow
+
+namespace npuflow {
+namespace {
+
+TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
+  // 300 rows x 600 columns spans three row panels and three column blocks, the last ones ragged.
+  const int64_t m = 300, k = 64, n = 600;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> i8(-128, 127);
+  std::vector<int8_t> a(m * k), w(k * n);
+  for (auto& v : a) v = static_cast<int8_t>(i8(rng));
+  for (auto& v : w) v = static_cast<int8_t>(i8(rng));
+  HostDevice device({});
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int32_t> c(m * n, 0);
+  std::vector<int> visits(m * n, 0);
+  std::mutex mutex;
+  ExecContext two_workers;
+  two_workers.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
+    std::thread other([&] {
+      for (size_t i = 1; i < count; i += 2) task(i);
+    });
+    for (size_t i = 0; i < count; i += 2) task(i);
+    other.join();
+  };
+  Status status = device.gemm_int8_blocks(
+      a.data(), ElementType::kInt8, m, *packed.value(),
+      [&](int64_t row, int64_t col, int64_t rows, int64_t cols, const int32_t* data, int64_t ld) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) {
+            c[(row + r) * n + col + j] = data[r * ld + j];
+            visits[(row + r) * n + col + j]++;
+          }
+      },
+      two_workers);
+  ASSERT_TRUE(status.is_ok()) << status.to_string();
+  EXPECT_EQ(c, brute_force(a, w, m, k, n));
+  EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), m * n);
 }
 
 }  // namespace
