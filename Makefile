@@ -9,7 +9,8 @@ PYTHON := .venv/bin/python
 CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
-.PHONY: all setup build build-asan test test-unit test-asan test-python demo bench format clean
+.PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
+        format clean
 
 all: build
 
@@ -39,7 +40,14 @@ test-asan: build-asan
 test-python: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q tests/integration
 
-test: test-unit test-asan test-python
+# The integration suite again, with ONNX Runtime loading the ASan+UBSan build of the EP (the
+# sanitizer runtimes preloaded into the uninstrumented Python; leak checks stay in test-asan).
+test-python-asan: build-asan
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  NPUFLOW_BUILD_DIR=$(abspath $(ASAN_DIR)) $(PYTHON) -m pytest -q tests/integration
+
+test: test-unit test-asan test-python test-python-asan
 
 $(DEMO_MODEL): build tools/qdq_models.py
 	@mkdir -p $(dir $(DEMO_MODEL))
