@@ -11,18 +11,23 @@ std::once_flag g_once;
 Status g_status;
 }  // namespace
 
+uint32_t highest_supported_version(const OrtApiBase* base) {
+  // GetApi(v) returns null for versions newer than the runtime: step down to one it knows.
+  for (uint32_t version = ORT_API_VERSION; version >= kOrtApiFloor; --version) {
+    if (base->GetApi(version) != nullptr) return version;
+  }
+  return 0;
+}
+
 Status negotiate_api(const OrtApiBase* base) {
   std::call_once(g_once, [base] {
     if (base == nullptr) {
       g_status = invalid_argument("ONNX Runtime passed no OrtApiBase");
       return;
     }
-    // GetApi(v) returns null for versions newer than the runtime: step down to one it knows.
-    for (uint32_t version = ORT_API_VERSION; version >= kOrtApiFloor; --version) {
-      const OrtApi* ort = base->GetApi(version);
-      if (ort == nullptr) continue;
-      g_api.ort = ort;
-      g_api.ep = ort->GetEpApi();
+    if (const uint32_t version = highest_supported_version(base)) {
+      g_api.ort = base->GetApi(version);
+      g_api.ep = g_api.ort->GetEpApi();
       g_api.version = version;
       return;
     }

@@ -22,6 +22,9 @@ struct Api {
   uint32_t version = 0;
 };
 
+// The highest API version in [kOrtApiFloor, ORT_API_VERSION] that `base` offers, or 0.
+uint32_t highest_supported_version(const OrtApiBase* base);
+
 // Negotiates on first call; later calls return the same tables.
 Status negotiate_api(const OrtApiBase* base);
 const Api& api();
