@@ -1,6 +1,7 @@
 #include "quant/qdq_matmul.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
@@ -13,6 +14,7 @@ struct Scratch {
   std::vector<int32_t> accumulators;
   std::vector<int64_t> row_sums;
   std::vector<uint8_t> activations;
+  std::vector<uint8_t> padded_rows;
 };
 
 Scratch& thread_scratch() {
@@ -46,14 +48,26 @@ Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSp
         str_cat(name, ": weight type ", element_type_name(weight_type), " is not int8 or uint8"));
   }
   auto packed = device->pack_int8_weight(plain.data(), spec.k, spec.n);
-  if (!packed.is_ok()) return packed.status();
+  std::unique_ptr<PackedWeight> resident;
+  if (packed.is_ok()) {
+    resident = std::move(packed).value();
+  } else if (packed.status().code() == StatusCode::kInvalidArgument) {
+    return packed.status();
+  } else {
+    // The device cannot hold this weight (contract, IOVA budget, device error): the group still
+    // runs, on the host loop, with the same exact result.
+    logger.warning(str_cat("npu_qdq_pack_fallback ", name, " k=", spec.k, " n=", spec.n, ": ",
+                           packed.status().to_string(), "; every call runs on the host loop"));
+  }
   QdqEpilogue epilogue(spec, plain.data());
   if (epilogue.has_column_sums()) {
     logger.verbose(str_cat("qdq_colsum ", name, " k=", spec.k, " n=", spec.n));
   }
-  return std::unique_ptr<QdqMatMul>(new QdqMatMul(std::move(name), std::move(epilogue),
-                                                  std::move(plain), std::move(packed).value(),
-                                                  std::move(device), min_rows, std::move(logger)));
+  auto kernel = std::unique_ptr<QdqMatMul>(
+      new QdqMatMul(std::move(name), std::move(epilogue), std::move(plain), std::move(resident),
+                    std::move(device), min_rows, std::move(logger)));
+  if (!kernel->packed_) kernel->fallback_logged_ = true;  // said above, once
+  return kernel;
 }
 
 QdqMatMul::QdqMatMul(std::string name, QdqEpilogue epilogue, std::vector<int8_t> weight,
@@ -71,7 +85,10 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
                       const ExecContext& context) const {
   const QdqGemmSpec& spec = epilogue_.spec();
   Scratch& scratch = thread_scratch();
-  int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
+  // The device's row contract (RK3588: M % 4): zero rows are appended and their results dropped.
+  const int64_t multiple = packed_ && m >= min_rows_ ? device_->row_multiple(a_type) : 1;
+  const int64_t device_rows = (m + multiple - 1) / multiple * multiple;
+  int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(device_rows * spec.n));
   if (m < min_rows_) {
     counters_.host_row_calls++;
     if (logger_.enabled(LogLevel::kTrace)) {
@@ -79,8 +96,20 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
                             " min=", min_rows_));
     }
     int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
+  } else if (!packed_) {
+    counters_.fallback_calls++;  // the weight never made it onto the device (logged at create)
+    int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
   } else {
-    Status status = device_->gemm_int8(a, a_type, m, *packed_, acc, context);
+    const void* device_a = a;
+    if (device_rows != m) {
+      const size_t row_bytes = static_cast<size_t>(spec.k);  // int8 and uint8: one byte each
+      uint8_t* padded = sized(scratch.padded_rows, static_cast<size_t>(device_rows) * row_bytes);
+      std::memcpy(padded, a, static_cast<size_t>(m) * row_bytes);
+      std::memset(padded + m * row_bytes, 0, static_cast<size_t>(device_rows - m) * row_bytes);
+      device_a = padded;
+      counters_.padded_calls++;
+    }
+    Status status = device_->gemm_int8(device_a, a_type, device_rows, *packed_, acc, context);
     if (status.is_ok()) {
       counters_.device_calls++;
       if (logger_.enabled(LogLevel::kTrace)) {
