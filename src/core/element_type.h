@@ -6,12 +6,23 @@
 
 namespace npuflow {
 
-enum class ElementType : uint8_t { kUnknown, kInt8, kUInt8, kInt32, kInt64, kFloat16, kFloat32 };
+// kInt4: signed 4-bit values held one per byte (int8 storage), as librocketnpu takes them.
+enum class ElementType : uint8_t {
+  kUnknown,
+  kInt8,
+  kUInt8,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kFloat32,
+  kInt4
+};
 
 constexpr size_t element_size(ElementType type) {
   switch (type) {
     case ElementType::kInt8:
     case ElementType::kUInt8:
+    case ElementType::kInt4:
       return 1;
     case ElementType::kFloat16:
       return 2;
@@ -40,6 +51,8 @@ constexpr const char* element_type_name(ElementType type) {
       return "float16";
     case ElementType::kFloat32:
       return "float32";
+    case ElementType::kInt4:
+      return "int4";
     case ElementType::kUnknown:
       return "unknown";
   }

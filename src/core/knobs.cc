@@ -14,8 +14,10 @@ constexpr std::array kKnobs = {
              "error|warning|info|verbose|trace",
              "How much npuflow logs: info prints claims and refusals per graph, trace one line per "
              "kernel call."},
-    KnobSpec{"device", "NPUFLOW_DEVICE", KnobKind::kChoice, "host", "host",
-             "Which device runs claimed work. host is the exact CPU reference device."},
+    KnobSpec{"device", "NPUFLOW_DEVICE", KnobKind::kChoice, "auto", "auto|host|sim|rocket",
+             "Which device runs claimed work: host is the exact CPU reference, sim the RK3588 NPU "
+             "simulator, rocket an RK3588 board (not in this build: session creation fails). "
+             "auto picks rocket when a board is usable and built in, else host; never sim."},
     KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
              "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups as one fused integer "
              "node. 0 turns the claim off (the control arm)."},
@@ -26,6 +28,19 @@ constexpr std::array kKnobs = {
              "Threads the host device starts itself when ONNX Runtime lends it no pool. Inside a "
              "session npuflow runs on the session's intra-op threads and this is unused; 0 means "
              "one per core."},
+    KnobSpec{"sim_kacc", "NPUFLOW_SIM_KACC", KnobKind::kChoice, "npu", "npu|host",
+             "sim only: where fp16 K tiles accumulate. npu adds each tile to the previous fp16 "
+             "partial on the NPU (KACC, the library default); host rounds each tile to fp16 and "
+             "sums in fp32 on the host (ROCKET_KACC=0)."},
+    KnobSpec{"sim_fail_every", "NPUFLOW_SIM_FAIL_EVERY", KnobKind::kInt, "0", "0..1000000",
+             "sim only, for tests: every Nth accepted device call fails its submit "
+             "(ROCKET_E_DEVICE), which the caller must survive by running the host. 0 never."},
+    KnobSpec{"sim_workers", "NPUFLOW_SIM_WORKERS", KnobKind::kInt, "5", "1..8",
+             "sim only: worker fds the simulated library splits N across (ROCKET_N_THREADS, "
+             "default 5 for 3 cores). The split changes tiling, hence fp16 rounding."},
+    KnobSpec{"prof", "NPUFLOW_PROF", KnobKind::kBool, "0", "",
+             "1 prints the session profile to stderr when the session ends: calls per route and, "
+             "on sim, submits, tiles, bytes moved and the modelled RK3588 time."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},

@@ -16,10 +16,12 @@
 
 namespace npuflow {
 
-// A constant K x N weight in the device's own resident layout, packed once per session.
+// A constant K x N weight in the device's own resident layout, packed once per session. group is
+// the K group of a group-wise weight (0 otherwise).
 class PackedWeight {
  public:
-  PackedWeight(int64_t k, int64_t n, ElementType type) : k_(k), n_(n), type_(type) {}
+  PackedWeight(int64_t k, int64_t n, ElementType type, int64_t group = 0)
+      : k_(k), n_(n), type_(type), group_(group) {}
   virtual ~PackedWeight() = default;
   PackedWeight(const PackedWeight&) = delete;
   PackedWeight& operator=(const PackedWeight&) = delete;
@@ -27,12 +29,14 @@ class PackedWeight {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   ElementType type() const { return type_; }
+  int64_t group() const { return group_; }
   virtual size_t resident_bytes() const = 0;
 
  private:
   int64_t k_;
   int64_t n_;
   ElementType type_;
+  int64_t group_;
 };
 
 struct DeviceOptions {
@@ -74,6 +78,46 @@ class Device {
   // c[m][n] = sum_k a[m][k] * w[k][n] in the device's float arithmetic.
   virtual Status gemm_float(const float* a, int64_t m, const PackedWeight& w, float* c,
                             const ExecContext& context) = 0;
+
+  // The row count (M) multiple this device's GEMMs on `operand` activations take. A caller pads
+  // the activation with zero rows up to it and drops those rows of the result (the RK3588 NPU is
+  // wrong below 4 rows, so its planners refuse M % 4 != 0). 1: any M.
+  virtual int64_t row_multiple(ElementType /*operand*/) const { return 1; }
+
+  // The primitives below are optional: the defaults refuse with kUnsupported, and the caller runs
+  // the same primitive on the host device. The host implements each as the exact reference (fp32
+  // or exact integer arithmetic); a device documents where its arithmetic differs.
+
+  // fp16: a row-major K x N weight of IEEE binary16 bit patterns.
+  virtual Result<std::unique_ptr<PackedWeight>> pack_fp16_weight(const uint16_t* weight, int64_t k,
+                                                                 int64_t n);
+  // c = a * w with fp16 operands (a: M x K binary16 bits). c_type: kFloat16 (c is uint16_t
+  // binary16 bits) or kFloat32 (c is float). Host: fp32 accumulation, one final rounding. RK3588
+  // (sim): fp32 within a K tile, fp16 between tiles (see docs/simulator.md).
+  virtual Status gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c,
+                           ElementType c_type, const ExecContext& context);
+
+  // int4: values in [-7, 7], one per int8 byte (the RK3588's int4 contract). c is int32. Host:
+  // exact. RK3588 (sim): each K tile's partial is int16 and saturates.
+  virtual Result<std::unique_ptr<PackedWeight>> pack_int4_weight(const int8_t* weight, int64_t k,
+                                                                 int64_t n);
+  virtual Status gemm_int4(const int8_t* a, int64_t m, const PackedWeight& w, int32_t* c,
+                           const ExecContext& context);
+
+  // Group-wise int8 or int4 (type kInt8 / kInt4) with one scale per K group of `group` columns:
+  //   c[m][n] = sum_g (a_scales[m][g] * w_scales[n][g]) * float(sum_{k in g} a[m][k] w[k][n])
+  // in fp32, g ascending; a_scales is M x G, w_scales N x G (G = K / group), both row-major.
+  virtual Result<std::unique_ptr<PackedWeight>> pack_groupwise_weight(const int8_t* weight,
+                                                                      int64_t k, int64_t n,
+                                                                      ElementType type,
+                                                                      int64_t group);
+  virtual Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
+                                const PackedWeight& w, const float* w_scales, float* c,
+                                const ExecContext& context);
+
+  // What the device did this session (calls, submits, bytes moved, modelled time), as text lines
+  // for NPUFLOW_PROF=1; empty when the device keeps no profile.
+  virtual std::string profile_report() const { return {}; }
 };
 
 }  // namespace npuflow

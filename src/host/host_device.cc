@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/strings.h"
+#include "host/int8_gemm_loop.h"
 
 namespace npuflow {
 namespace {
@@ -117,6 +119,40 @@ RawSink copy_into(T* c, int64_t n) {
       std::memcpy(c + (row + r) * n + col, block + r * cols, static_cast<size_t>(cols) * sizeof(T));
     }
   };
+}
+
+// An fp16 weight: the fp32 weight oneDNN packed from the exactly widened fp16 values.
+class WidenedFp16Weight final : public PackedWeight {
+ public:
+  WidenedFp16Weight(int64_t k, int64_t n, std::unique_ptr<PackedWeight> inner)
+      : PackedWeight(k, n, ElementType::kFloat16), inner_(std::move(inner)) {}
+  size_t resident_bytes() const override { return inner_->resident_bytes(); }
+  const PackedWeight& inner() const { return *inner_; }
+
+ private:
+  std::unique_ptr<PackedWeight> inner_;
+};
+
+// int4 and group-wise weights: the plain row-major K x N values for the exact loops.
+class PlainIntWeight final : public PackedWeight {
+ public:
+  PlainIntWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group)
+      : PackedWeight(k, n, type, group), values_(weight, weight + k * n) {}
+  size_t resident_bytes() const override { return values_.size(); }
+  const int8_t* data() const { return values_.data(); }
+
+ private:
+  std::vector<int8_t> values_;
+};
+
+Status check_int4_values(const int8_t* values, int64_t count, const char* what) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (values[i] < -7 || values[i] > 7) {
+      return invalid_argument(
+          str_cat("int4 ", what, " value ", int{values[i]}, " at ", i, " is outside [-7, 7]"));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -265,6 +301,93 @@ Status HostDevice::gemm_float(const float* a, int64_t m, const PackedWeight& w, 
   if (w.type() != ElementType::kFloat32) return invalid_argument("gemm_float needs a float weight");
   return impl_->run(a, ElementType::kFloat32, m, w, ElementType::kFloat32, copy_into(c, w.n()),
                     context);
+}
+
+Result<std::unique_ptr<PackedWeight>> HostDevice::pack_fp16_weight(const uint16_t* weight,
+                                                                   int64_t k, int64_t n) {
+  std::vector<float> widened(static_cast<size_t>(k * n));
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = half_bits_to_float(weight[i]);
+  auto inner = pack_float_weight(widened.data(), k, n);
+  if (!inner.is_ok()) return inner.status();
+  return std::unique_ptr<PackedWeight>(new WidenedFp16Weight(k, n, std::move(inner).value()));
+}
+
+Status HostDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c,
+                             ElementType c_type, const ExecContext& context) {
+  const auto* weight = dynamic_cast<const WidenedFp16Weight*>(&w);
+  if (weight == nullptr) return invalid_argument("gemm_fp16 needs a weight from pack_fp16_weight");
+  if (c_type != ElementType::kFloat16 && c_type != ElementType::kFloat32) {
+    return invalid_argument("gemm_fp16 writes float16 or float32");
+  }
+  const size_t in_count = static_cast<size_t>(m * w.k());
+  const size_t out_count = static_cast<size_t>(m * w.n());
+  std::vector<float> a32(in_count);
+  for (size_t i = 0; i < in_count; ++i) a32[i] = half_bits_to_float(a[i]);
+  if (c_type == ElementType::kFloat32) {
+    return gemm_float(a32.data(), m, weight->inner(), static_cast<float*>(c), context);
+  }
+  std::vector<float> c32(out_count);
+  NPUFLOW_RETURN_IF_ERROR(gemm_float(a32.data(), m, weight->inner(), c32.data(), context));
+  auto* out = static_cast<uint16_t*>(c);
+  for (size_t i = 0; i < out_count; ++i) out[i] = float_to_half_bits(c32[i]);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<PackedWeight>> HostDevice::pack_int4_weight(const int8_t* weight, int64_t k,
+                                                                   int64_t n) {
+  NPUFLOW_RETURN_IF_ERROR(check_int4_values(weight, k * n, "weight"));
+  return std::unique_ptr<PackedWeight>(new PlainIntWeight(weight, k, n, ElementType::kInt4, 0));
+}
+
+Status HostDevice::gemm_int4(const int8_t* a, int64_t m, const PackedWeight& w, int32_t* c,
+                             const ExecContext&) {
+  const auto* weight = dynamic_cast<const PlainIntWeight*>(&w);
+  if (weight == nullptr || w.type() != ElementType::kInt4 || w.group() != 0) {
+    return invalid_argument("gemm_int4 needs a weight from pack_int4_weight");
+  }
+  int8_gemm_loop(a, ElementType::kInt8, m, w.k(), weight->data(), w.n(), c);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<PackedWeight>> HostDevice::pack_groupwise_weight(const int8_t* weight,
+                                                                        int64_t k, int64_t n,
+                                                                        ElementType type,
+                                                                        int64_t group) {
+  if (type != ElementType::kInt8 && type != ElementType::kInt4) {
+    return invalid_argument("group-wise weights are int8 or int4");
+  }
+  if (group <= 0 || k % group != 0) {
+    return invalid_argument(str_cat("group ", group, " does not divide K=", k));
+  }
+  if (type == ElementType::kInt4)
+    NPUFLOW_RETURN_IF_ERROR(check_int4_values(weight, k * n, "weight"));
+  return std::unique_ptr<PackedWeight>(new PlainIntWeight(weight, k, n, type, group));
+}
+
+Status HostDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
+                                  const PackedWeight& w, const float* w_scales, float* c,
+                                  const ExecContext& context) {
+  const auto* weight = dynamic_cast<const PlainIntWeight*>(&w);
+  if (weight == nullptr || w.group() == 0) {
+    return invalid_argument("gemm_groupwise needs a weight from pack_groupwise_weight");
+  }
+  const int64_t k = w.k(), n = w.n(), group = w.group(), groups = k / group;
+  context.run(static_cast<size_t>(m), [&](size_t index) {
+    const auto row = static_cast<int64_t>(index);
+    std::vector<int32_t> partial(static_cast<size_t>(n));
+    float* out = c + row * n;
+    std::fill(out, out + n, 0.0f);
+    for (int64_t g = 0; g < groups; ++g) {
+      int8_gemm_loop(a + row * k + g * group, ElementType::kInt8, 1, group,
+                     weight->data() + g * group * n, n, partial.data());
+      const float a_scale = a_scales[row * groups + g];
+      for (int64_t col = 0; col < n; ++col) {
+        const float scale = a_scale * w_scales[col * groups + g];
+        out[col] = out[col] + scale * static_cast<float>(partial[col]);
+      }
+    }
+  });
+  return Status::ok();
 }
 
 }  // namespace npuflow

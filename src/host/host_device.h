@@ -30,6 +30,22 @@ class HostDevice final : public Device {
   Status gemm_float(const float* a, int64_t m, const PackedWeight& w, float* c,
                     const ExecContext& context) override;
 
+  // fp16 runs as fp32 (oneDNN) on the operands widened exactly, rounded once to fp16 if asked.
+  Result<std::unique_ptr<PackedWeight>> pack_fp16_weight(const uint16_t* weight, int64_t k,
+                                                         int64_t n) override;
+  Status gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c, ElementType c_type,
+                   const ExecContext& context) override;
+  // int4 and group-wise: plain exact integer loops (no saturation), fp32 group scaling.
+  Result<std::unique_ptr<PackedWeight>> pack_int4_weight(const int8_t* weight, int64_t k,
+                                                         int64_t n) override;
+  Status gemm_int4(const int8_t* a, int64_t m, const PackedWeight& w, int32_t* c,
+                   const ExecContext& context) override;
+  Result<std::unique_ptr<PackedWeight>> pack_groupwise_weight(const int8_t* weight, int64_t k,
+                                                              int64_t n, ElementType type,
+                                                              int64_t group) override;
+  Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
+                        const float* w_scales, float* c, const ExecContext& context) override;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

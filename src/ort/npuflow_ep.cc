@@ -51,13 +51,12 @@ Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* se
   auto knobs = Knobs::resolve(provider_option_lookup(session_options));
   if (!knobs.is_ok()) return knobs.status();
   Logger logger = make_ort_logger(knobs.value().log_level(), session_logger);
-  DeviceOptions device_options;
-  device_options.threads = static_cast<int>(knobs.value().integer("threads"));
-  auto device = create_device(knobs.value().text("device"), device_options);
+  auto device = create_device(device_config_from(knobs.value()));
   if (!device.is_ok()) return device.status();
-  std::shared_ptr<Device> shared_device = std::move(device).value();
-  logger.info(str_cat("session created on ", shared_device->description(), ", min_rows=",
-                      knobs.value().integer("min_rows"), ", qdq=", knobs.value().text("qdq")));
+  std::shared_ptr<Device> shared_device = std::move(device.value().device);
+  logger.info(str_cat("session created on ", shared_device->description(), " (",
+                      device.value().reason, "), min_rows=", knobs.value().integer("min_rows"),
+                      ", qdq=", knobs.value().text("qdq")));
   return std::unique_ptr<NpuflowEp>(
       new NpuflowEp(std::move(knobs).value(), std::move(logger), std::move(shared_device)));
 }
@@ -82,9 +81,15 @@ NpuflowEp::~NpuflowEp() {
     host_calls += kernel->counters().host_row_calls;
     fallbacks += kernel->counters().fallback_calls;
   }
-  logger_.verbose(str_cat("session summary: ", totals_->kernels.size(), " fused QDQ MatMuls, ",
-                          device_calls, " device calls, ", host_calls, " host-rows calls, ",
-                          fallbacks, " fallbacks"));
+  const std::string summary = str_cat(
+      "session summary: ", totals_->kernels.size(), " fused QDQ MatMuls on ", device_->name(), ", ",
+      device_calls, " device calls, ", host_calls, " host-rows calls, ", fallbacks, " fallbacks");
+  logger_.verbose(summary);
+  if (knobs_.flag("prof")) {
+    // NPUFLOW_PROF=1 asked for this at exit whatever the log level: straight to stderr.
+    std::fprintf(stderr, "npuflow %s\n%s", summary.c_str(), device_->profile_report().c_str());
+    std::fflush(stderr);
+  }
 }
 
 const char* NpuflowEp::GetNameImpl(const OrtEp*) noexcept {

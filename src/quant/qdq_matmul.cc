@@ -1,6 +1,8 @@
 #include "quant/qdq_matmul.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
@@ -13,6 +15,7 @@ struct Scratch {
   std::vector<int32_t> accumulators;
   std::vector<int64_t> row_sums;
   std::vector<uint8_t> activations;
+  std::vector<uint8_t> padded_rows;
 };
 
 Scratch& thread_scratch() {
@@ -46,14 +49,26 @@ Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSp
         str_cat(name, ": weight type ", element_type_name(weight_type), " is not int8 or uint8"));
   }
   auto packed = device->pack_int8_weight(plain.data(), spec.k, spec.n);
-  if (!packed.is_ok()) return packed.status();
+  std::unique_ptr<PackedWeight> resident;
+  if (packed.is_ok()) {
+    resident = std::move(packed).value();
+  } else if (packed.status().code() == StatusCode::kInvalidArgument) {
+    return packed.status();
+  } else {
+    // The device cannot hold this weight (contract, IOVA budget, device error): the group still
+    // runs, on the host loop, with the same exact result.
+    logger.warning(str_cat("npu_qdq_pack_fallback ", name, " k=", spec.k, " n=", spec.n, ": ",
+                           packed.status().to_string(), "; every call runs on the host loop"));
+  }
   QdqEpilogue epilogue(spec, plain.data());
   if (epilogue.has_column_sums()) {
     logger.verbose(str_cat("qdq_colsum ", name, " k=", spec.k, " n=", spec.n));
   }
-  return std::unique_ptr<QdqMatMul>(new QdqMatMul(std::move(name), std::move(epilogue),
-                                                  std::move(plain), std::move(packed).value(),
-                                                  std::move(device), min_rows, std::move(logger)));
+  auto kernel = std::unique_ptr<QdqMatMul>(
+      new QdqMatMul(std::move(name), std::move(epilogue), std::move(plain), std::move(resident),
+                    std::move(device), min_rows, std::move(logger)));
+  if (!kernel->packed_) kernel->fallback_logged_ = true;  // said above, once
+  return kernel;
 }
 
 QdqMatMul::QdqMatMul(std::string name, QdqEpilogue epilogue, std::vector<int8_t> weight,
@@ -90,12 +105,30 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
     host_loop();
     return Status::ok();
   }
+  if (!packed_) {
+    counters_.fallback_calls++;  // the weight never made it onto the device (logged at create)
+    host_loop();
+    return Status::ok();
+  }
+  // The device's row contract (RK3588: M % 4): zero rows are appended and their results dropped.
+  const int64_t multiple = device_->row_multiple(a_type);
+  const int64_t device_rows = (m + multiple - 1) / multiple * multiple;
+  const void* device_a = a;
+  if (device_rows != m) {
+    const size_t row_bytes = static_cast<size_t>(spec.k);  // int8 and uint8: one byte each
+    uint8_t* padded = sized(scratch.padded_rows, static_cast<size_t>(device_rows) * row_bytes);
+    std::memcpy(padded, a, static_cast<size_t>(m) * row_bytes);
+    std::memset(padded + m * row_bytes, 0, static_cast<size_t>(device_rows - m) * row_bytes);
+    device_a = padded;
+    counters_.padded_calls++;
+  }
   // The epilogue runs on each block as the device finishes it, on the device's worker thread.
   const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t rows, int64_t cols,
                                   const int32_t* block, int64_t ld) {
-    epilogue_.apply_block(block, ld, row, col, rows, cols, row_sums, out);
+    if (row >= m) return;  // padding rows
+    epilogue_.apply_block(block, ld, row, col, std::min(rows, m - row), cols, row_sums, out);
   };
-  Status status = device_->gemm_int8_blocks(a, a_type, m, *packed_, sink, context);
+  Status status = device_->gemm_int8_blocks(device_a, a_type, device_rows, *packed_, sink, context);
   if (status.is_ok()) {
     counters_.device_calls++;
     if (logger_.enabled(LogLevel::kTrace)) {
@@ -104,8 +137,8 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
     }
     return Status::ok();
   }
-  // A refusal comes before any block is handed out, and a failed call is recomputed whole, so
-  // the output is the host loop's either way.
+  // A failed call may have handed out some blocks already; the host loop rewrites the whole
+  // output, so the result is the exact one either way.
   counters_.fallback_calls++;
   if (!fallback_logged_.exchange(true)) {
     logger_.warning(str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n,

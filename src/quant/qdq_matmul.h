@@ -1,7 +1,9 @@
 // One fused A8W8 QDQ MatMul group, ready to run: the weight packed once on the device (resident),
 // a plain copy for the host integer loop, and the exact epilogue. Calls route by row count:
 // fewer than min_rows rows run the host loop, the rest the device; a device refusal falls back
-// to the host loop with the same exact result.
+// to the host loop with the same exact result. Rows are zero-padded to the device's
+// row_multiple() (RK3588: 4) rather than refused. A weight the device cannot pack (outside its
+// contract, IOVA budget spent) makes every call of the group run on the host loop.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@ struct QdqMatMulCounters {
   std::atomic<int64_t> device_calls{0};
   std::atomic<int64_t> host_row_calls{0};
   std::atomic<int64_t> fallback_calls{0};
+  std::atomic<int64_t> padded_calls{0};  // device calls whose rows were padded
 };
 
 class QdqMatMul {
@@ -42,7 +45,8 @@ class QdqMatMul {
 
   const QdqGemmSpec& spec() const { return epilogue_.spec(); }
   const QdqMatMulCounters& counters() const { return counters_; }
-  size_t resident_bytes() const { return packed_->resident_bytes(); }
+  size_t resident_bytes() const { return packed_ ? packed_->resident_bytes() : 0; }
+  bool on_device() const { return packed_ != nullptr; }
 
  private:
   QdqMatMul(std::string name, QdqEpilogue epilogue, std::vector<int8_t> weight,
@@ -51,8 +55,8 @@ class QdqMatMul {
 
   std::string name_;
   QdqEpilogue epilogue_;
-  std::vector<int8_t> weight_;  // plain K x N copy for the host loop
-  std::unique_ptr<PackedWeight> packed_;
+  std::vector<int8_t> weight_;            // plain K x N copy for the host loop
+  std::unique_ptr<PackedWeight> packed_;  // null: the device could not pack it
   std::shared_ptr<Device> device_;
   int64_t min_rows_;
   Logger logger_;

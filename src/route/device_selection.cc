@@ -1,13 +1,82 @@
 #include "route/device_selection.h"
 
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <system_error>
+
 #include "core/strings.h"
 #include "host/host_device.h"
 
 namespace npuflow {
 
-Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
-  if (name == "host") return std::unique_ptr<Device>(new HostDevice(options));
-  return invalid_argument(str_cat("unknown device '", name, "'"));
+DeviceConfig device_config_from(const Knobs& knobs) {
+  DeviceConfig config;
+  config.name = knobs.text("device");
+  config.options.threads = static_cast<int>(knobs.integer("threads"));
+  config.sim.workers = static_cast<int>(knobs.integer("sim_workers"));
+  config.sim.fail_every = knobs.integer("sim_fail_every");
+  config.sim.kacc = *sim::parse_kacc_mode(knobs.text("sim_kacc"));
+  return config;
+}
+
+std::string BoardProbe::summary() const {
+  if (!accel_node) return "no /dev/accel/accel0";
+  if (driver != "rocket") {
+    return str_cat("/dev/accel/accel0 is bound to '", driver.empty() ? "?" : driver,
+                   "', not the rocket driver");
+  }
+  if (!library) return "/dev/accel/accel0 is a rocket NPU but librocketnpu cannot be opened";
+  return "/dev/accel/accel0 is a rocket NPU and librocketnpu opens";
+}
+
+BoardProbe probe_board() {
+  namespace fs = std::filesystem;
+  BoardProbe probe;
+  std::error_code error;
+  probe.accel_node = fs::exists("/dev/accel/accel0", error);
+  if (!probe.accel_node) return probe;
+  const fs::path driver = fs::read_symlink("/sys/class/accel/accel0/device/driver", error);
+  if (!error) probe.driver = driver.filename().string();
+  for (const char* name : {"librocketnpu.so.0", "librocketnpu.so"}) {
+    if (void* handle = dlopen(name, RTLD_LAZY | RTLD_LOCAL)) {
+      dlclose(handle);
+      probe.library = true;
+      break;
+    }
+  }
+  return probe;
+}
+
+Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe* probe) {
+  DeviceChoice choice;
+  if (config.name == "host") {
+    choice.device = std::make_unique<HostDevice>(config.options);
+    choice.reason = "device=host";
+    return choice;
+  }
+  if (config.name == "sim") {
+    choice.device = std::make_unique<sim::SimDevice>(config.sim);
+    choice.reason = "device=sim";
+    return choice;
+  }
+  if (config.name != "rocket" && config.name != "auto") {
+    return invalid_argument(str_cat("unknown device '", config.name, "'"));
+  }
+  const BoardProbe found = probe ? *probe : probe_board();
+  if (config.name == "rocket") {
+    // kHaveRocketDevice is false: there is no adapter to hand the board to yet.
+    return unsupported(str_cat(
+        "device=rocket: this build of npuflow has no rocket device (the librocketnpu adapter is "
+        "not implemented yet); on this machine: ",
+        found.summary(), ". Use device=sim to run on the RK3588 simulator, or host"));
+  }
+  choice.device = std::make_unique<HostDevice>(config.options);
+  choice.reason = found.usable() && !kHaveRocketDevice
+                      ? str_cat("device=auto chose host: ", found.summary(),
+                                ", but this build has no rocket device")
+                      : str_cat("device=auto chose host: ", found.summary());
+  return choice;
 }
 
 }  // namespace npuflow

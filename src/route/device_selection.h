@@ -1,13 +1,51 @@
 // Turns the `device` knob into a Device. Lives above the devices so that it may know all of them.
+//
+//   host    the exact CPU reference device.
+//   sim     the RK3588 NPU simulator (src/sim/), configured by the sim_* knobs.
+//   rocket  an RK3588 board through librocketnpu. This build has no rocket device yet, so asking
+//           for it fails session creation with a message that says so (and what was found).
+//   auto    rocket when a board is usable (/dev/accel/accel0 bound to the `rocket` driver and
+//           librocketnpu loadable) and this build has a rocket device; otherwise host. auto never
+//           picks sim: the simulator is a deliberate choice, not a stand-in for hardware.
 #pragma once
 
 #include <memory>
-#include <string_view>
+#include <string>
 
+#include "core/knobs.h"
 #include "device/device.h"
+#include "sim/sim_device.h"
 
 namespace npuflow {
 
-Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options);
+struct DeviceConfig {
+  std::string name = "auto";  // auto | host | sim | rocket
+  DeviceOptions options;
+  sim::SimOptions sim;
+};
+
+// The device-related knobs of a session.
+DeviceConfig device_config_from(const Knobs& knobs);
+
+// What this machine offers an RK3588 device.
+struct BoardProbe {
+  bool accel_node = false;  // /dev/accel/accel0 exists
+  std::string driver;       // its driver's name (sysfs), empty if unknown
+  bool library = false;     // librocketnpu.so(.0) can be opened
+  bool usable() const { return accel_node && driver == "rocket" && library; }
+  std::string summary() const;  // e.g. "no /dev/accel/accel0"
+};
+BoardProbe probe_board();
+
+// Whether this build contains a rocket device (false until the librocketnpu adapter exists).
+inline constexpr bool kHaveRocketDevice = false;
+
+struct DeviceChoice {
+  std::unique_ptr<Device> device;
+  std::string reason;  // why this device, for the session log
+};
+
+// probe: the board probe to use (tests inject one); null probes this machine.
+Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe* probe = nullptr);
 
 }  // namespace npuflow

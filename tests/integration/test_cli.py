@@ -83,3 +83,29 @@ def test_demo_model_lets_the_cpu_ep_use_its_best_kernels(tmp_path):
     ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
     assert ops.count("QLinearMatMul") == 7 and "MatMul" not in ops
+
+
+def test_rocket_device_fails_the_cpp_session_clearly(tmp_path):
+    import os
+    path = tmp_path / "one.onnx"
+    onnx.save(single_group_model(QdqSpec(k=64, n=32)), str(path))
+    env = dict(os.environ, NPUFLOW_DEVICE="rocket")
+    result = subprocess.run([str(CLI), "explain", str(path)], capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert "this build of npuflow has no rocket device" in result.stderr
+
+
+def test_demo_runs_on_the_simulator_with_a_profile(tmp_path):
+    import os
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_layer_model(rows=32), str(path))
+    env = dict(os.environ, NPUFLOW_DEVICE="sim", NPUFLOW_PROF="1")
+    result = subprocess.run([str(CLI), "demo", str(path), "--runs", "2"], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    worst = int(re.search(r"worst LSB difference \(int8 outputs, direct or dequantized\): (\d+)",
+                          result.stdout).group(1))
+    assert worst <= 1
+    calls = re.search(r"sim profile: (\d+) calls \((\d+) refused, (\d+) failed", result.stderr)
+    assert calls, result.stderr
+    assert int(calls.group(1)) > 0 and calls.group(2) == "0" and calls.group(3) == "0"

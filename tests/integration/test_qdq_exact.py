@@ -3,6 +3,8 @@ LSB on random full-range data, over the shapes of Qwen3-0.6B's projections."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import re
 
 import numpy as np
 import pytest
@@ -39,11 +41,20 @@ def run_both(sessions, spec: QdqSpec, rows, level="all", options=None):
     return results
 
 
+# The devices the exactness tests run on. On sim every row count reaches the device (min_rows 1),
+# so ragged M (1, 5) is padded to the RK3588's M % 4 rather than routed to the host loop.
+DEVICES = {
+    "host": {"device": "host"},
+    "sim": {"device": "sim", "min_rows": "1"},
+}
+
+
+@pytest.mark.parametrize("device", sorted(DEVICES))
 @pytest.mark.parametrize("config", sorted(EXACT_CONFIGS))
 @pytest.mark.parametrize("k,n", SHAPES)
-def test_zero_lsb_on_exact_inputs(sessions, config, k, n):
+def test_zero_lsb_on_exact_inputs(sessions, config, k, n, device):
     spec = QdqSpec(k=k, n=n, exact_arithmetic=True, seed=k + n, **EXACT_CONFIGS[config])
-    for m, expected, actual in run_both(sessions, spec, ROWS):
+    for m, expected, actual in run_both(sessions, spec, ROWS, options=DEVICES[device]):
         assert actual.dtype == expected.dtype and actual.shape == expected.shape == (m, n)
         if spec.with_q:
             diff = np.abs(actual.astype(np.int32) - expected.astype(np.int32))
@@ -92,3 +103,69 @@ def test_float_output_on_random_inputs_matches_to_float_rounding(sessions):
     for m, expected, actual in run_both(sessions, spec, [5, 32]):
         # The CPU EP sums 2048 float products; npuflow sums integers exactly and scales once.
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-3 * np.abs(expected).max())
+
+
+def session_profile(capfd, holder: list) -> str:
+    """Ends the only session in holder (NPUFLOW_PROF prints its profile then) and returns what
+    it printed."""
+    capfd.readouterr()
+    holder.clear()
+    gc.collect()
+    return capfd.readouterr().err
+
+
+def count(pattern: str, text: str) -> int:
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in the profile:\n{text}"
+    return int(match.group(1))
+
+
+def test_sim_runs_every_call_on_the_device(sessions, capfd):
+    spec = QdqSpec(k=1024, n=1024, exact_arithmetic=True, per_channel=True, zp_x=-40, zp_w=-25,
+                   zp_y=-7)
+    path = sessions.save(single_group_model(spec))
+    cpu = sessions.cpu(path)
+    holder = list(sessions.npuflow(path, options={"device": "sim", "min_rows": "1", "prof": "1"}))
+    assert claimed(holder.pop()) == 1
+    for m in ROWS:
+        x = make_activations(spec, m, seed=m)
+        np.testing.assert_array_equal(holder[0].run(None, {"x": x})[0], cpu.run(None, {"x": x})[0])
+    profile = session_profile(capfd, holder)
+    assert count(r"(\d+) device calls", profile) == len(ROWS)
+    assert count(r"(\d+) fallbacks", profile) == 0
+    assert count(r"sim profile: (\d+) calls", profile) == len(ROWS)
+    assert count(r"(\d+) refused", profile) == 0
+    assert count(r"(\d+) submits", profile) > 0
+    assert re.search(r"modelled RK3588: device [0-9.e+-]+ ms", profile)
+
+
+@pytest.mark.parametrize("fail_every", ["1", "2"])
+def test_injected_submit_failures_leave_the_output_equal_to_the_cpu_ep(sessions, capfd,
+                                                                         fail_every):
+    spec = QdqSpec(k=2048, n=1024, exact_arithmetic=True, per_channel=True, zp_x=-40, zp_w=-25,
+                   zp_y=-7)
+    options = {"device": "sim", "min_rows": "1", "sim_fail_every": fail_every, "prof": "1"}
+    path = sessions.save(single_group_model(spec))
+    cpu = sessions.cpu(path)
+    holder = list(sessions.npuflow(path, options=options))
+    assert claimed(holder.pop()) == 1
+    for m in ROWS:
+        x = make_activations(spec, m, seed=m)
+        expected = cpu.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(holder[0].run(None, {"x": x})[0], expected, err_msg=f"m={m}")
+        assert len(np.unique(expected)) > 8
+    profile = session_profile(capfd, holder)
+    failed = len(ROWS) // int(fail_every)
+    assert count(r"(\d+) failed submits", profile) == failed
+    assert count(r"(\d+) fallbacks", profile) == failed
+    assert count(r"(\d+) device calls", profile) == len(ROWS) - failed
+
+
+def test_rocket_device_fails_ep_creation_without_a_board(sessions, capfd):
+    # As with a bad knob, the EP is not created; the Python binding reports the error and retries
+    # on the CPU EP alone, so nothing is claimed. (The C++ CLI fails outright: test_cli.py.)
+    path = sessions.save(single_group_model(QdqSpec(k=64, n=32)))
+    _, records = sessions.npuflow(path, options={"device": "rocket"})
+    assert records == []
+    out = capfd.readouterr()
+    assert "device=rocket: this build of npuflow has no rocket device" in out.out + out.err

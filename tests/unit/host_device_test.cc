@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "core/fp16.h"
 #include "host/int8_gemm_loop.h"
 
 namespace npuflow {
@@ -93,6 +94,74 @@ TEST(HostDevice, RejectsMismatchedWeightTypes) {
   std::vector<int32_t> c(4);
   EXPECT_FALSE(
       device.gemm_int8(a.data(), ElementType::kInt8, 1, *packed.value(), c.data(), {}).is_ok());
+}
+
+TEST(HostDevice, Fp16GemmIsTheFp32ReferenceRoundedOnce) {
+  const int64_t m = 5, k = 96, n = 40;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> a(m * k), w(k * n);
+  for (auto& v : a) v = float_to_half_bits(normal(rng));
+  for (auto& v : w) v = float_to_half_bits(normal(rng));
+  HostDevice device({});
+  auto packed = device.pack_fp16_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<float> c32(m * n);
+  std::vector<uint16_t> c16(m * n);
+  ASSERT_TRUE(device.gemm_fp16(a.data(), m, *packed.value(), c32.data(), ElementType::kFloat32, {})
+                  .is_ok());
+  ASSERT_TRUE(device.gemm_fp16(a.data(), m, *packed.value(), c16.data(), ElementType::kFloat16, {})
+                  .is_ok());
+  for (int64_t i = 0; i < m * n; ++i) {
+    double ref = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      ref +=
+          double(half_bits_to_float(a[(i / n) * k + kk])) * half_bits_to_float(w[kk * n + i % n]);
+    }
+    EXPECT_NEAR(c32[i], ref, 1e-5 * (1 + std::abs(ref)));
+    EXPECT_EQ(c16[i], float_to_half_bits(c32[i]));
+  }
+  EXPECT_FALSE(
+      device.gemm_fp16(a.data(), m, *packed.value(), c32.data(), ElementType::kInt32, {}).is_ok());
+}
+
+TEST(HostDevice, Int4AndGroupwiseAreExactReferences) {
+  const int64_t m = 3, k = 256, n = 24, group = 64, groups = k / group;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> i4(-7, 7);
+  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
+  std::vector<int8_t> a(m * k), w(k * n);
+  for (auto& v : a) v = static_cast<int8_t>(i4(rng));
+  for (auto& v : w) v = static_cast<int8_t>(i4(rng));
+  HostDevice device({});
+  auto packed = device.pack_int4_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int32_t> c(m * n);
+  ASSERT_TRUE(device.gemm_int4(a.data(), m, *packed.value(), c.data(), {}).is_ok());
+  EXPECT_EQ(c, brute_force(a, w, m, k, n));
+  std::vector<float> as(m * groups), ws(n * groups), cg(m * n);
+  for (auto& v : as) v = scale(rng);
+  for (auto& v : ws) v = scale(rng);
+  auto grouped = device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, group);
+  ASSERT_TRUE(grouped.is_ok());
+  ASSERT_TRUE(
+      device.gemm_groupwise(a.data(), as.data(), m, *grouped.value(), ws.data(), cg.data(), {})
+          .is_ok());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float ref = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        int32_t partial = 0;
+        for (int64_t kk = g * group; kk < (g + 1) * group; ++kk)
+          partial += a[i * k + kk] * w[kk * n + j];
+        ref = ref + (as[i * groups + g] * ws[j * groups + g]) * static_cast<float>(partial);
+      }
+      EXPECT_EQ(cg[i * n + j], ref);
+    }
+  }
+  w[0] = 8;
+  EXPECT_FALSE(device.pack_int4_weight(w.data(), k, n).is_ok());
+  EXPECT_FALSE(device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, 100).is_ok());
 }
 
 }  // namespace

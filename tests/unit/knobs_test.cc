@@ -22,7 +22,10 @@ TEST(Knobs, DefaultsMatchTheTable) {
   Knobs knobs = Knobs::defaults();
   EXPECT_EQ(knobs.integer("min_rows"), 16);
   EXPECT_TRUE(knobs.flag("qdq"));
-  EXPECT_EQ(knobs.text("device"), "host");
+  EXPECT_EQ(knobs.text("device"), "auto");
+  EXPECT_EQ(knobs.text("sim_kacc"), "npu");
+  EXPECT_EQ(knobs.integer("sim_fail_every"), 0);
+  EXPECT_FALSE(knobs.flag("prof"));
   EXPECT_EQ(knobs.log_level(), LogLevel::kWarning);
   EXPECT_EQ(knobs.origin("min_rows"), "default");
 }

@@ -1,0 +1,77 @@
+// The `device` knob: what each choice creates, what `auto` does with and without a board, and
+// that `rocket` fails clearly in a build without a rocket device.
+#include "route/device_selection.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace npuflow {
+namespace {
+
+Knobs knobs_with(std::map<std::string, std::string> env) {
+  auto lookup = [env](const KnobSpec& spec) -> std::optional<std::string> {
+    auto it = env.find(spec.env);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  auto knobs = Knobs::resolve(nullptr, lookup);
+  EXPECT_TRUE(knobs.is_ok()) << knobs.status().to_string();
+  return knobs.value();
+}
+
+TEST(DeviceSelection, HostAndSimAreCreatedByName) {
+  auto host = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "host"}})));
+  ASSERT_TRUE(host.is_ok());
+  EXPECT_EQ(host.value().device->name(), "host");
+  auto sim = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "sim"},
+                                                          {"NPUFLOW_SIM_WORKERS", "3"},
+                                                          {"NPUFLOW_SIM_KACC", "host"},
+                                                          {"NPUFLOW_SIM_FAIL_EVERY", "7"}})));
+  ASSERT_TRUE(sim.is_ok());
+  EXPECT_EQ(sim.value().device->name(), "sim");
+  const auto& options = static_cast<const sim::SimDevice&>(*sim.value().device).options();
+  EXPECT_EQ(options.workers, 3);
+  EXPECT_EQ(options.kacc, sim::KAccMode::kHost);
+  EXPECT_EQ(options.fail_every, 7);
+  EXPECT_EQ(sim.value().device->row_multiple(ElementType::kInt8), 4);
+}
+
+TEST(DeviceSelection, AutoIsHostWithoutABoardAndNeverSim) {
+  DeviceConfig config;  // auto
+  BoardProbe none;
+  auto chosen = create_device(config, &none);
+  ASSERT_TRUE(chosen.is_ok());
+  EXPECT_EQ(chosen.value().device->name(), "host");
+  EXPECT_NE(chosen.value().reason.find("no /dev/accel/accel0"), std::string::npos);
+  // A usable board, but no rocket device in this build: still host, and it says why.
+  BoardProbe board;
+  board.accel_node = true;
+  board.driver = "rocket";
+  board.library = true;
+  ASSERT_TRUE(board.usable());
+  auto on_board = create_device(config, &board);
+  ASSERT_TRUE(on_board.is_ok());
+  EXPECT_EQ(on_board.value().device->name(), "host");
+  EXPECT_NE(on_board.value().reason.find("no rocket device"), std::string::npos);
+  BoardProbe other = board;
+  other.driver = "amdxdna";
+  EXPECT_FALSE(other.usable());
+  EXPECT_NE(other.summary().find("'amdxdna', not the rocket driver"), std::string::npos);
+}
+
+TEST(DeviceSelection, RocketFailsClearlyWithoutARocketDevice) {
+  DeviceConfig config;
+  config.name = "rocket";
+  BoardProbe none;
+  auto chosen = create_device(config, &none);
+  ASSERT_FALSE(chosen.is_ok());
+  EXPECT_EQ(chosen.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(chosen.status().message().find("no rocket device"), std::string::npos);
+  EXPECT_NE(chosen.status().message().find("no /dev/accel/accel0"), std::string::npos);
+  config.name = "gpu";
+  EXPECT_EQ(create_device(config, &none).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace npuflow
