@@ -8,5 +8,6 @@ namespace npuflow::cli {
 
 int explain_command(const std::vector<std::string>& args);
 int demo_command(const std::vector<std::string>& args);
+int plan_command(const std::vector<std::string>& args);
 
 }  // namespace npuflow::cli

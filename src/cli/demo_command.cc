@@ -15,64 +15,6 @@
 namespace npuflow::cli {
 namespace {
 
-struct InputSet {
-  std::vector<std::string> names;
-  std::vector<Ort::Value> values;
-  std::vector<std::vector<uint8_t>> storage;
-};
-
-InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed) {
-  InputSet set;
-  Ort::AllocatorWithDefaultOptions allocator;
-  Ort::MemoryInfo memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < session.GetInputCount(); ++i) {
-    set.names.push_back(session.GetInputNameAllocated(i, allocator).get());
-    Ort::TypeInfo type_info = session.GetInputTypeInfo(i);  // must outlive `info`
-    auto info = type_info.GetTensorTypeAndShapeInfo();
-    std::vector<int64_t> shape = info.GetShape();
-    for (int64_t& d : shape) d = d < 0 ? dynamic_dim : d;
-    int64_t count = 1;
-    for (int64_t d : shape) count *= d;
-    const auto type = info.GetElementType();
-    size_t element = 0;
-    switch (type) {
-      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
-      case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
-        element = 1;
-        break;
-      case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
-        element = 4;
-        break;
-      default:
-        throw std::runtime_error(str_cat("demo inputs of ONNX type ", static_cast<int>(type),
-                                         " are not supported (input '", set.names.back(), "')"));
-    }
-    set.storage.emplace_back(static_cast<size_t>(count) * element);
-    uint8_t* data = set.storage.back().data();
-    if (element == 1) {
-      std::uniform_int_distribution<int> byte(0, 255);
-      for (int64_t j = 0; j < count; ++j) data[j] = static_cast<uint8_t>(byte(rng));
-    } else {
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      auto* floats = reinterpret_cast<float*>(data);
-      for (int64_t j = 0; j < count; ++j) floats[j] = normal(rng);
-    }
-    set.values.push_back(Ort::Value::CreateTensor(memory, data, set.storage.back().size(),
-                                                  shape.data(), shape.size(), type));
-  }
-  return set;
-}
-
-std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
-                            const std::vector<std::string>& outputs) {
-  std::vector<const char*> in_names, out_names;
-  for (const auto& n : inputs.names) in_names.push_back(n.c_str());
-  for (const auto& n : outputs) out_names.push_back(n.c_str());
-  return session.Run(Ort::RunOptions{nullptr}, in_names.data(), inputs.values.data(),
-                     in_names.size(), out_names.data(), out_names.size());
-}
-
 // The grid step of a tensor holding at most 256 distinct values (a dequantized int8 tensor),
 // or nothing if it holds more.
 std::optional<double> quantization_step(const float* values, size_t count) {
@@ -89,11 +31,6 @@ std::optional<double> quantization_step(const float* values, size_t count) {
   for (size_t i = 2; i < distinct.size(); ++i)
     step = std::min<double>(step, distinct[i] - distinct[i - 1]);
   return step;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -150,11 +87,7 @@ int demo_command(const std::vector<std::string>& args) {
   std::filesystem::remove(report);
 
   InputSet inputs = make_inputs(cpu, dynamic_dim, 1234);
-  std::vector<std::string> outputs;
-  Ort::AllocatorWithDefaultOptions allocator;
-  for (size_t i = 0; i < cpu.GetOutputCount(); ++i) {
-    outputs.push_back(cpu.GetOutputNameAllocated(i, allocator).get());
-  }
+  const std::vector<std::string> outputs = output_names(cpu);
   auto expected = run(cpu, inputs, outputs);
   auto actual = run(npu, inputs, outputs);
 

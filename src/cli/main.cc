@@ -19,6 +19,8 @@ void print_usage() {
       "  explain MODEL.onnx [--opt LEVEL]   groups the EP claims and why it refuses the rest\n"
       "  demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL]\n"
       "                                    CPU EP vs npuflow: claims, worst LSB, speed ratio\n"
+      "  plan MODEL.onnx [--rows N] [--json] [--plot OUT.png]\n"
+      "                                    projected RK3588 time per claimed subgraph (simulator)\n"
       "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
       "  version                            npuflow and ONNX Runtime versions\n");
 }
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "explain") return npuflow::cli::explain_command(args);
     if (command == "demo") return npuflow::cli::demo_command(args);
+    if (command == "plan") return npuflow::cli::plan_command(args);
     if (command == "knobs") return knobs_command(args);
     if (command == "version") {
       std::printf("npuflow 0.1.0 (ONNX Runtime %s)\n", Ort::GetVersionString().c_str());

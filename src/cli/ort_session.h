@@ -32,6 +32,19 @@ class OrtHarness {
   std::vector<Ort::ConstEpDevice> npuflow_devices_;
 };
 
+// Random inputs for every model input (int8/uint8 uniform, float normal), fixed seed; symbolic
+// dimensions take `dynamic_dim`.
+struct InputSet {
+  std::vector<std::string> names;
+  std::vector<Ort::Value> values;
+  std::vector<std::vector<uint8_t>> storage;
+};
+InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed);
+std::vector<std::string> output_names(Ort::Session& session);
+std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
+                            const std::vector<std::string>& outputs);
+double median(std::vector<double> values);
+
 // Default EP library: build/lib next to build/bin/npuflow.
 std::string default_ep_library();
 bool parse_optimization_level(const std::string& text, GraphOptimizationLevel& out);

@@ -12,6 +12,16 @@ namespace npuflow {
 
 enum class ClaimKind { kQdqMatMul };
 
+// One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
+// `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
+struct GemmWork {
+  std::string name;
+  int64_t rows = -1;
+  int64_t k = 0;
+  int64_t n = 0;
+  ElementType type = ElementType::kFloat32;  // the operand type the device would see
+};
+
 const char* claim_kind_name(ClaimKind kind);
 
 struct QdqMatMulClaim {
@@ -29,6 +39,7 @@ struct Claim {
   ClaimKind kind = ClaimKind::kQdqMatMul;
   std::vector<NodeId> nodes;
   std::string anchor_name;  // the main node's name, for logs
+  std::vector<GemmWork> work;
   QdqMatMulClaim qdq;
 };
 

@@ -51,8 +51,21 @@ std::vector<std::string> summarize_claims(const std::string& graph_name, const C
   return lines;
 }
 
+namespace {
+
+std::string gemms_to_json(const std::vector<GemmWork>& gemms) {
+  std::vector<std::string> items;
+  for (const GemmWork& g : gemms) {
+    items.push_back(str_cat("{\"name\":\"", json_escape(g.name), "\",\"rows\":", g.rows, ",\"k\":",
+                            g.k, ",\"n\":", g.n, ",\"type\":\"", element_type_name(g.type), "\"}"));
+  }
+  return str_cat("[", join(items, ","), "]");
+}
+
+}  // namespace
+
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
-                           const ClaimSet& claims) {
+                           const ClaimSet& claims, const std::vector<GemmWork>& host_gemms) {
   std::string out = str_cat("{\"graph\":\"", json_escape(graph_name),
                             "\",\"candidates\":", claims.candidates, ",\"claims\":[");
   for (size_t i = 0; i < claims.claims.size(); ++i) {
@@ -69,7 +82,8 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
         element_type_name(claim.qdq.activation_type), "\",\"weight\":\"",
         element_type_name(claim.qdq.weight_type), "\",\"output\":\"",
         spec.output ? element_type_name(spec.output->type) : "float32",
-        "\",\"activation_dequantized\":", claim.qdq.activation_dequantized ? "true" : "false", "}");
+        "\",\"activation_dequantized\":", claim.qdq.activation_dequantized ? "true" : "false",
+        ",\"work\":", gemms_to_json(claim.work), "}");
   }
   out += "],\"refusals\":[";
   for (size_t i = 0; i < claims.refusals.size(); ++i) {
@@ -77,7 +91,7 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
     out += str_cat(i ? "," : "", "{\"node\":\"", json_escape(refusal.node_name), "\",\"reason\":\"",
                    refusal.reason, "\",\"detail\":\"", json_escape(refusal.detail), "\"}");
   }
-  return out + "]}";
+  return str_cat(out, "],\"host_gemms\":", gemms_to_json(host_gemms), "}");
 }
 
 }  // namespace npuflow

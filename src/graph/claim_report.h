@@ -12,9 +12,10 @@ namespace npuflow {
 // "graph 'main': claimed 7 of 7 QDQ MatMul groups (28 nodes)" then one line per refusal reason.
 std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims);
 
-// One JSON object (a single line) describing the graph's claims and refusals.
+// One JSON object (a single line) describing the graph's claims, refusals and the GEMMs left to
+// the CPU.
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
-                           const ClaimSet& claims);
+                           const ClaimSet& claims, const std::vector<GemmWork>& host_gemms);
 
 std::string json_escape(const std::string& text);
 

@@ -53,6 +53,11 @@ NodeId GraphView::add_node(NodeInfo info) {
   return id;
 }
 
+int64_t leading_rows(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return -1;
+  return element_count(std::vector<int64_t>(shape.begin(), shape.end() - 1));
+}
+
 int64_t element_count(const std::vector<int64_t>& shape) {
   int64_t count = 1;
   for (int64_t d : shape) {

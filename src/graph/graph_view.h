@@ -73,5 +73,7 @@ class GraphView {
 };
 
 int64_t element_count(const std::vector<int64_t>& shape);
+// The product of every dimension but the last (the rows of a GEMM operand); -1 if one is dynamic.
+int64_t leading_rows(const std::vector<int64_t>& shape);
 
 }  // namespace npuflow

@@ -152,6 +152,7 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
   Claim claim;
   claim.kind = ClaimKind::kQdqMatMul;
   claim.anchor_name = matmul.name;
+  claim.work.push_back({matmul.name, x.has_shape ? leading_rows(x.shape) : -1, k, n, x.type});
   QdqMatMulClaim& qdq = claim.qdq;
   qdq.matmul_output = graph.value(matmul.outputs[0]).name;
   qdq.weight_name = w.name;

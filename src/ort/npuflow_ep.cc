@@ -5,6 +5,7 @@
 
 #include "core/strings.h"
 #include "graph/claim_report.h"
+#include "graph/gemm_census.h"
 #include "graph/qdq_matcher.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
@@ -122,8 +123,10 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     claims_by_output_[claim.qdq.matmul_output] = claim.qdq;
   }
   for (const std::string& line : summarize_claims(snap.view.name, claims)) logger_.info(line);
-  if (!knobs_.text("report").empty())
-    write_report(claims_to_json(snap.view.name, snap.view, claims));
+  if (!knobs_.text("report").empty()) {
+    write_report(claims_to_json(snap.view.name, snap.view, claims,
+                                unclaimed_gemms(snap.view, claims)));
+  }
   return Status::ok();
 }
 

@@ -1,4 +1,4 @@
-"""The C++ CLI: `npuflow explain` and `npuflow demo` load the EP through ONNX Runtime's C++ API
+"""The C++ CLI: `npuflow explain`, `demo` and `plan` load the EP through ONNX Runtime's C++ API
 (RegisterExecutionProviderLibrary + AppendExecutionProvider_V2)."""
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 import subprocess
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from conftest import CLI
@@ -109,3 +110,62 @@ def test_demo_runs_on_the_simulator_with_a_profile(tmp_path):
     calls = re.search(r"sim profile: (\d+) calls \((\d+) refused, (\d+) failed", result.stderr)
     assert calls, result.stderr
     assert int(calls.group(1)) > 0 and calls.group(2) == "0" and calls.group(3) == "0"
+
+
+def plan_json(path, *extra):
+    import json
+    return json.loads(run_cli("plan", str(path), "--json", "--runs", "1", *extra))
+
+
+def test_plan_prices_every_claimed_gemm_of_the_demo(tmp_path):
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_layer_model(rows=64), str(path))
+    plan = plan_json(path)
+    assert len(plan["claimed"]) == 7
+    assert {g["m"] for g in plan["claimed"]} == {64}
+    shapes = sorted((g["k"], g["n"]) for g in plan["claimed"])
+    assert shapes == sorted([(1024, 2048), (1024, 1024), (1024, 1024), (2048, 1024), (1024, 3072),
+                             (1024, 3072), (3072, 1024)])
+    assert plan["resident_bytes"] == sum(k * n for k, n in shapes)  # int8 weights
+    assert plan["device_macs"] == 64 * sum(k * n for k, n in shapes)
+    assert all(g["npu_ms"] > 0 and g["cpu_ms"] > 0 for g in plan["claimed"])
+    assert plan["host_macs"] == 0
+    assert plan["projected_speedup"] == pytest.approx(plan["board_cpu_only_ms"] / plan["board_with_npu_ms"],
+                                                     rel=1e-5)
+    assert plan["this_machine_cpu_ep_ms"] > 0
+
+
+def test_plan_symbolic_rows_follow_the_rows_flag(tmp_path):
+    path = tmp_path / "one.onnx"
+    onnx.save(single_group_model(QdqSpec(k=1024, n=1024)), str(path))
+    small, large = plan_json(path, "--rows", "16"), plan_json(path, "--rows", "512")
+    assert small["claimed"][0]["m"] == 16 and large["claimed"][0]["m"] == 512
+    assert large["npu_ms"] > small["npu_ms"]
+
+
+def test_plan_on_a_model_with_nothing_to_claim(tmp_path):
+    import numpy as np
+    from onnx import numpy_helper
+    weight = numpy_helper.from_array(np.ones((64, 32), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="float_mm")],
+                              "plain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
+                              [weight])
+    path = tmp_path / "float.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    plan = plan_json(path)
+    assert plan["claimed"] == [] and plan["device_macs"] == 0
+    assert plan["host_macs"] == 8 * 64 * 32
+    assert plan["projected_speedup"] == 1.0
+
+
+def test_plan_plot_is_a_png(tmp_path):
+    import struct
+    path, png = tmp_path / "demo.onnx", tmp_path / "plan.png"
+    onnx.save(demo_layer_model(rows=16), str(path))
+    out = run_cli("plan", str(path), "--runs", "0", "--plot", str(png))
+    assert "RK3588 projected" in out
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 400 and height > 7 * 30  # one row per claimed subgraph

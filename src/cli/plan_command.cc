@@ -1,0 +1,227 @@
+// `npuflow plan model.onnx`: what the EP would claim in a model, priced on the RK3588 by the
+// simulator's cost model (NPU time per claimed GEMM, modelled A76 time for the same work and for
+// what stays on the CPU), beside this machine's measured CPU EP time. The claims come from a real
+// session's report, so the plan shows what the EP does.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/ort_session.h"
+#include "cli/png_chart.h"
+#include "core/strings.h"
+#include "graph/claim_report.h"
+#include "sim/cost_model.h"
+
+namespace npuflow::cli {
+namespace {
+
+struct PricedGemm {
+  std::string subgraph;
+  std::string name;
+  int64_t m = 0, k = 0, n = 0;
+  sim::NpuType type = sim::NpuType::kFp16;
+  double npu_ms = 0;  // simulated device + host-side packing/readback
+  double cpu_ms = 0;  // modelled RK3588 CPU
+  int64_t resident_bytes = 0;
+};
+
+sim::NpuType npu_type_for(const std::string& element_type) {
+  return element_type == "int8" || element_type == "uint8" ? sim::NpuType::kInt8
+                                                           : sim::NpuType::kFp16;
+}
+
+PricedGemm price(const std::string& subgraph, const JsonValue& work, int64_t default_rows,
+                 int workers, bool on_npu) {
+  PricedGemm g;
+  g.subgraph = subgraph;
+  g.name = work["name"].string();
+  const auto rows = static_cast<int64_t>(work["rows"].number());
+  g.m = rows > 0 ? rows : default_rows;
+  g.k = static_cast<int64_t>(work["k"].number());
+  g.n = static_cast<int64_t>(work["n"].number());
+  g.type = npu_type_for(work["type"].string());
+  g.cpu_ms = sim::CostModel::cpu_us(g.type, g.m, g.k, g.n) / 1e3;
+  if (on_npu) {
+    sim::CostQuery query;
+    query.type = g.type;
+    query.m = g.m;
+    query.k = g.k;
+    query.n = g.n;
+    query.workers = workers;
+    query.resident = true;
+    g.npu_ms = sim::CostModel::npu(query).total_us() / 1e3;
+    g.resident_bytes = g.k * g.n * (g.type == sim::NpuType::kInt8 ? 1 : 2);
+  }
+  return g;
+}
+
+double measure_cpu_ep_ms(OrtHarness& harness, const SessionConfig& config, int64_t rows, int runs) {
+  Ort::Session cpu = harness.cpu_session(config);
+  InputSet inputs = make_inputs(cpu, rows, 7);
+  const std::vector<std::string> outputs = output_names(cpu);
+  run(cpu, inputs, outputs);  // warm-up
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(cpu, inputs, outputs);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+int plan_command(const std::vector<std::string>& args) {
+  SessionConfig config;
+  std::string ep_library = default_ep_library();
+  std::string plot_path;
+  bool json = false;
+  int64_t rows = 128;
+  int workers = 5;
+  int runs = 5;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--json") {
+      json = true;
+    } else if (args[i] == "--plot" && has_value) {
+      plot_path = args[++i];
+    } else if (args[i] == "--rows" && has_value) {
+      rows = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
+    } else if (args[i] == "--workers" && has_value) {
+      workers = std::clamp(std::atoi(args[++i].c_str()), 1, 8);
+    } else if (args[i] == "--runs" && has_value) {
+      runs = std::max(0, std::atoi(args[++i].c_str()));
+    } else if (args[i] == "--opt" && has_value) {
+      if (!parse_optimization_level(args[++i], config.optimization)) return 2;
+    } else if (args[i] == "--ep-library" && has_value) {
+      ep_library = args[++i];
+    } else if (config.model_path.empty()) {
+      config.model_path = args[i];
+    } else {
+      std::fprintf(stderr, "npuflow plan: unexpected argument '%s'\n", args[i].c_str());
+      return 2;
+    }
+  }
+  if (config.model_path.empty()) {
+    std::fprintf(stderr,
+                 "usage: npuflow plan MODEL.onnx [--rows N] [--workers N] [--runs N] [--json] "
+                 "[--plot OUT.png] [--opt LEVEL]\n");
+    return 2;
+  }
+  if (!std::filesystem::exists(config.model_path)) {
+    std::fprintf(stderr, "npuflow plan: no such model '%s'\n", config.model_path.c_str());
+    return 1;
+  }
+  const std::string report = temporary_path("plan");
+  std::filesystem::remove(report);
+  config.provider_options["report"] = report;
+  OrtHarness harness(ep_library);
+  { Ort::Session session = harness.npuflow_session(config); }
+  const std::vector<JsonValue> graphs = read_report(report);
+  std::filesystem::remove(report);
+
+  std::vector<PricedGemm> claimed, host;
+  for (const JsonValue& graph : graphs) {
+    for (const JsonValue& claim : graph["claims"].array()) {
+      for (const JsonValue& work : claim["work"].array()) {
+        claimed.push_back(price(claim["node"].string(), work, rows, workers, true));
+      }
+    }
+    for (const JsonValue& work : graph["host_gemms"].array()) {
+      host.push_back(price("(CPU)", work, rows, workers, false));
+    }
+  }
+  double npu_ms = 0, claimed_cpu_ms = 0, host_cpu_ms = 0;
+  int64_t resident = 0, device_macs = 0, host_macs = 0;
+  for (const PricedGemm& g : claimed) {
+    npu_ms += g.npu_ms;
+    claimed_cpu_ms += g.cpu_ms;
+    resident += g.resident_bytes;
+    device_macs += g.m * g.k * g.n;
+  }
+  for (const PricedGemm& g : host) {
+    host_cpu_ms += g.cpu_ms;
+    host_macs += g.m * g.k * g.n;
+  }
+  const double board_with_npu = npu_ms + host_cpu_ms;
+  const double board_cpu_only = claimed_cpu_ms + host_cpu_ms;
+  const double speedup = board_with_npu > 0 ? board_cpu_only / board_with_npu : 1.0;
+  const double iova_per_fd_mib = static_cast<double>(resident) / workers / (1024.0 * 1024.0);
+  const double cpu_ep_ms = runs > 0 ? measure_cpu_ep_ms(harness, config, rows, runs) : 0.0;
+
+  if (json) {
+    std::string items;
+    for (const PricedGemm& g : claimed) {
+      items += str_cat(items.empty() ? "" : ",", "{\"subgraph\":\"", json_escape(g.subgraph),
+                       "\",\"gemm\":\"", json_escape(g.name), "\",\"type\":\"",
+                       sim::npu_type_name(g.type), "\",\"m\":", g.m, ",\"k\":", g.k, ",\"n\":", g.n,
+                       ",\"npu_ms\":", g.npu_ms, ",\"cpu_ms\":", g.cpu_ms,
+                       ",\"resident_bytes\":", g.resident_bytes, "}");
+    }
+    std::printf(
+        "{\"model\":\"%s\",\"rows\":%lld,\"workers\":%d,\"claimed\":[%s],\"device_macs\":%lld,"
+        "\"host_macs\":%lld,\"npu_ms\":%.6f,\"host_cpu_ms\":%.6f,\"board_with_npu_ms\":%.6f,"
+        "\"board_cpu_only_ms\":%.6f,\"projected_speedup\":%.6f,\"resident_bytes\":%lld,"
+        "\"iova_per_fd_mib\":%.3f,\"iova_budget_mib\":%.0f,\"this_machine_cpu_ep_ms\":%.6f}\n",
+        json_escape(config.model_path).c_str(), static_cast<long long>(rows), workers,
+        items.c_str(), static_cast<long long>(device_macs), static_cast<long long>(host_macs),
+        npu_ms, host_cpu_ms, board_with_npu, board_cpu_only, speedup,
+        static_cast<long long>(resident), iova_per_fd_mib,
+        static_cast<double>(sim::kIovaBytesPerFd) / (1024.0 * 1024.0), cpu_ep_ms);
+  } else {
+    std::printf(
+        "npuflow plan: %s (rows=%lld for symbolic dimensions; RK3588 NPU at 600 MHz, %d "
+        "worker fds, simulated)\n",
+        config.model_path.c_str(), static_cast<long long>(rows), workers);
+    std::printf("  %-24s %-5s %6s %6s %6s %10s %12s %10s %10s %8s\n", "subgraph", "type", "M", "K",
+                "N", "MMACs", "resident KiB", "NPU ms", "A76 ms", "speedup");
+    for (const PricedGemm& g : claimed) {
+      std::printf("  %-24s %-5s %6lld %6lld %6lld %10.1f %12lld %10.3f %10.3f %7.2fx\n",
+                  g.subgraph.substr(0, 24).c_str(), sim::npu_type_name(g.type),
+                  static_cast<long long>(g.m), static_cast<long long>(g.k),
+                  static_cast<long long>(g.n), g.m * g.k * g.n / 1e6,
+                  static_cast<long long>(g.resident_bytes / 1024), g.npu_ms, g.cpu_ms,
+                  g.npu_ms > 0 ? g.cpu_ms / g.npu_ms : 0.0);
+    }
+    std::printf("  left on the CPU: %zu GEMMs, %.1f MMACs, modelled A76 %.3f ms\n", host.size(),
+                host_macs / 1e6, host_cpu_ms);
+    std::printf(
+        "  device MACs %.1f M, host MACs %.1f M; resident weights %.2f MiB (%.2f MiB per "
+        "fd of a %.0f MiB IOVA window)\n",
+        device_macs / 1e6, host_macs / 1e6, resident / (1024.0 * 1024.0), iova_per_fd_mib,
+        static_cast<double>(sim::kIovaBytesPerFd) / (1024.0 * 1024.0));
+    std::printf(
+        "  RK3588 projected: %.3f ms with npuflow (NPU %.3f + CPU %.3f) vs %.3f ms "
+        "CPU only: %.2fx\n",
+        board_with_npu, npu_ms, host_cpu_ms, board_cpu_only, speedup);
+    if (runs > 0) {
+      std::printf(
+          "  this machine, CPU EP: %.3f ms per run (median of %d; for reference, not a "
+          "board figure)\n",
+          cpu_ep_ms, runs);
+    }
+  }
+  if (!plot_path.empty()) {
+    std::vector<ChartRow> chart;
+    for (const PricedGemm& g : claimed) chart.push_back({g.subgraph, {g.npu_ms, g.cpu_ms}});
+    if (!host.empty()) chart.push_back({"left on CPU", {0.0, host_cpu_ms}});
+    char projected[32];
+    std::snprintf(projected, sizeof(projected), "%.2fx", speedup);
+    const std::string title =
+        str_cat("npuflow plan: ", std::filesystem::path(config.model_path).filename().string(),
+                ": RK3588 projected ", projected);
+    Status status = write_bar_chart_png(
+        plot_path, title, "ms",
+        {{"RK3588 NPU (simulated)", {220, 90, 40}}, {"RK3588 CPU (A76 model)", {60, 110, 200}}},
+        chart);
+    if (!status.is_ok()) {
+      std::fprintf(stderr, "npuflow plan: %s\n", status.to_string().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace npuflow::cli
