@@ -10,11 +10,14 @@
 namespace npuflow {
 
 // "graph 'main': claimed 7 of 7 QDQ MatMul groups (28 nodes)" then one line per refusal reason.
-std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims);
+// `what` names the candidates, e.g. "QDQ MatMul groups".
+std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims,
+                                          const char* what = "QDQ MatMul groups");
 
 // One JSON object (a single line) describing the graph's claims and refusals.
+// `matcher` ("qdq", "vision") tells the records of one graph apart.
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
-                           const ClaimSet& claims);
+                           const ClaimSet& claims, const char* matcher = "qdq");
 
 std::string json_escape(const std::string& text);
 
