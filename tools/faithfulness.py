@@ -68,7 +68,7 @@ def main():
                             for x in r["refusals"]]
                 claim = (f"{claims[0]['family']} L={claims[0]['layers']} H={claims[0]['heads']}"
                          if claims else f"refused {refusals}")
-                outs = ", ".join(f"{k} {v:.7f}" for k, v in cos.items())
+                outs = ", ".join(f"{k} {v:.9f} (1-cos {1 - v:.1e})" for k, v in cos.items())
                 print(f"| {path.name} | {level} | {claim} | {outs} |", flush=True)
 
 
