@@ -65,3 +65,20 @@ format:
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+
+# Vision-encoder fixtures (issue #5): exported from `transformers` classes with random weights in a
+# separate cached venv (~/.cache/npuflow/fixtures-venv-<key>, PyTorch from PyPI: large). The small
+# ones are committed under tests/fixtures/vision; the tests never need PyTorch.
+FIXTURES_DIR := tests/fixtures/vision
+FIXTURES_FULL_DIR ?= $(BUILD_DIR)/fixtures-full
+
+.PHONY: fixtures fixtures-full faithfulness
+fixtures:
+	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py small $(FIXTURES_DIR)
+
+fixtures-full:
+	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py full $(FIXTURES_FULL_DIR)
+
+# The cosine table of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures).
+faithfulness: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/faithfulness.py $(FIXTURES)

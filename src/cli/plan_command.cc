@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/ort_session.h"
@@ -16,10 +17,13 @@
 namespace npuflow::cli {
 namespace {
 
+// One claimed subgraph (or one GEMM left to the CPU), its GEMMs priced and summed.
 struct PricedGemm {
   std::string subgraph;
   std::string name;
-  int64_t m = 0, k = 0, n = 0;
+  int64_t m = 0, k = 0, n = 0;  // of the single GEMM; 0 when the subgraph has several
+  int gemms = 0;
+  int64_t macs = 0;
   sim::NpuType type = sim::NpuType::kFp16;
   double npu_ms = 0;  // simulated device + host-side packing/readback
   double cpu_ms = 0;  // modelled RK3588 CPU
@@ -41,7 +45,10 @@ PricedGemm price(const std::string& subgraph, const JsonValue& work, int64_t def
   g.k = static_cast<int64_t>(work["k"].number());
   g.n = static_cast<int64_t>(work["n"].number());
   g.type = npu_type_for(work["type"].string());
+  g.gemms = 1;
+  g.macs = g.m * g.k * g.n;
   g.cpu_ms = sim::CostModel::cpu_us(g.type, g.m, g.k, g.n) / 1e3;
+  const bool attention = work["attention"].boolean();
   if (on_npu) {
     sim::CostQuery query;
     query.type = g.type;
@@ -49,11 +56,25 @@ PricedGemm price(const std::string& subgraph, const JsonValue& work, int64_t def
     query.k = g.k;
     query.n = g.n;
     query.workers = workers;
-    query.resident = true;
+    query.resident = !attention;  // both attention operands are activations
+    query.kind = attention ? sim::GemmKind::kAttentionScore : sim::GemmKind::kProjection;
     g.npu_ms = sim::CostModel::npu(query).total_us() / 1e3;
-    g.resident_bytes = g.k * g.n * (g.type == sim::NpuType::kInt8 ? 1 : 2);
+    if (!attention) g.resident_bytes = g.k * g.n * (g.type == sim::NpuType::kInt8 ? 1 : 2);
   }
   return g;
+}
+
+void accumulate(PricedGemm& total, const PricedGemm& part) {
+  if (total.gemms == 0) {
+    total = part;
+    return;
+  }
+  total.m = total.k = total.n = 0;
+  total.gemms += part.gemms;
+  total.macs += part.macs;
+  total.npu_ms += part.npu_ms;
+  total.cpu_ms += part.cpu_ms;
+  total.resident_bytes += part.resident_bytes;
 }
 
 double measure_cpu_ep_ms(OrtHarness& harness, const SessionConfig& config, int64_t rows, int runs) {
@@ -123,12 +144,17 @@ int plan_command(const std::vector<std::string>& args) {
   std::filesystem::remove(report);
 
   std::vector<PricedGemm> claimed, host;
+  std::set<std::string> graphs_seen;  // each matcher writes a record; host work is per graph
   for (const JsonValue& graph : graphs) {
     for (const JsonValue& claim : graph["claims"].array()) {
+      PricedGemm total;
       for (const JsonValue& work : claim["work"].array()) {
-        claimed.push_back(price(claim["node"].string(), work, rows, workers, true));
+        accumulate(total, price(claim["node"].string(), work, rows, workers, true));
       }
+      total.subgraph = claim["node"].string();
+      if (total.gemms > 0) claimed.push_back(total);
     }
+    if (!graphs_seen.insert(graph["graph"].string()).second) continue;
     for (const JsonValue& work : graph["host_gemms"].array()) {
       host.push_back(price("(CPU)", work, rows, workers, false));
     }
@@ -139,11 +165,11 @@ int plan_command(const std::vector<std::string>& args) {
     npu_ms += g.npu_ms;
     claimed_cpu_ms += g.cpu_ms;
     resident += g.resident_bytes;
-    device_macs += g.m * g.k * g.n;
+    device_macs += g.macs;
   }
   for (const PricedGemm& g : host) {
     host_cpu_ms += g.cpu_ms;
-    host_macs += g.m * g.k * g.n;
+    host_macs += g.macs;
   }
   const double board_with_npu = npu_ms + host_cpu_ms;
   const double board_cpu_only = claimed_cpu_ms + host_cpu_ms;
@@ -175,13 +201,13 @@ int plan_command(const std::vector<std::string>& args) {
         "npuflow plan: %s (rows=%lld for symbolic dimensions; RK3588 NPU at 600 MHz, %d "
         "worker fds, simulated)\n",
         config.model_path.c_str(), static_cast<long long>(rows), workers);
-    std::printf("  %-24s %-5s %6s %6s %6s %10s %12s %10s %10s %8s\n", "subgraph", "type", "M", "K",
-                "N", "MMACs", "resident KiB", "NPU ms", "A76 ms", "speedup");
+    std::printf("  %-24s %-5s %5s %6s %6s %6s %10s %12s %10s %10s %8s\n", "subgraph", "type",
+                "GEMMs", "M", "K", "N", "MMACs", "resident KiB", "NPU ms", "A76 ms", "speedup");
     for (const PricedGemm& g : claimed) {
-      std::printf("  %-24s %-5s %6lld %6lld %6lld %10.1f %12lld %10.3f %10.3f %7.2fx\n",
-                  g.subgraph.substr(0, 24).c_str(), sim::npu_type_name(g.type),
-                  static_cast<long long>(g.m), static_cast<long long>(g.k),
-                  static_cast<long long>(g.n), g.m * g.k * g.n / 1e6,
+      auto dim = [&](int64_t v) { return g.gemms == 1 ? std::to_string(v) : std::string("-"); };
+      std::printf("  %-24s %-5s %5d %6s %6s %6s %10.1f %12lld %10.3f %10.3f %7.2fx\n",
+                  g.subgraph.substr(0, 24).c_str(), sim::npu_type_name(g.type), g.gemms,
+                  dim(g.m).c_str(), dim(g.k).c_str(), dim(g.n).c_str(), g.macs / 1e6,
                   static_cast<long long>(g.resident_bytes / 1024), g.npu_ms, g.cpu_ms,
                   g.npu_ms > 0 ? g.cpu_ms / g.npu_ms : 0.0);
     }

@@ -21,6 +21,12 @@ constexpr std::array kKnobs = {
     KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
              "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups as one fused integer "
              "node. 0 turns the claim off (the control arm)."},
+    KnobSpec{"vision", "NPUFLOW_VISION", KnobKind::kBool, "1", "",
+             "Claim vision-transformer encoders (ViT, CLIP, SigLIP, DINOv2, Depth Anything) by "
+             "structure and run each as one resident fused node. 0 turns the claim off."},
+    KnobSpec{"heads", "NPUFLOW_HEADS", KnobKind::kInt, "0", "0..4096",
+             "Attention head count of a claimed vision encoder. 0 infers it from the graph's head "
+             "split; when that is impossible the refusal names this knob."},
     KnobSpec{"min_rows", "NPUFLOW_MIN_ROWS", KnobKind::kInt, "16", "1..1048576",
              "A fused QDQ MatMul call with fewer activation rows runs the host integer loop "
              "instead of the device."},

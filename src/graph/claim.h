@@ -2,15 +2,17 @@
 // with every parameter the kernel needs, or a refusal with a stable reason key and a detail.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/graph_view.h"
+#include "ops/vit_encoder.h"
 #include "quant/qdq_epilogue.h"
 
 namespace npuflow {
 
-enum class ClaimKind { kQdqMatMul };
+enum class ClaimKind { kQdqMatMul, kVisionEncoder };
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
 // `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
@@ -20,6 +22,7 @@ struct GemmWork {
   int64_t k = 0;
   int64_t n = 0;
   ElementType type = ElementType::kFloat32;  // the operand type the device would see
+  bool attention = false;  // a score/value matmul (contraction over head_dim or tokens)
 };
 
 const char* claim_kind_name(ClaimKind kind);
@@ -35,12 +38,63 @@ struct QdqMatMulClaim {
   QdqGemmSpec spec;
 };
 
+// A vision-transformer encoder: every weight by the name of its constant initializer, so Compile
+// can read them from the fused subgraph. Names of runtime values identify the fused node's inputs
+// and outputs again.
+struct DenseRef {
+  std::string weight;
+  bool transposed = false;  // Gemm transB=1: weight is N x K
+  std::string bias;         // "" when there is none
+};
+struct NormRef {
+  std::string gamma, beta;  // beta "" when there is none
+  float epsilon = 1e-5f;
+};
+struct EncoderLayerRef {
+  bool pre_norm = true;
+  NormRef norm1, norm2;
+  DenseRef q, k, v, o, fc1, fc2;
+  std::string layer_scale1, layer_scale2;  // "" when there is none
+  float attention_scale = 1.0f;
+  EncoderActivation activation = EncoderActivation::kGeluErf;
+};
+// A class token or position embedding: a constant (possibly gathered from a constant table by
+// constant indices, as nn.Embedding(position_ids) exports) or a runtime input of the fused node.
+struct SideRef {
+  bool present = false;
+  std::string constant;        // a constant initializer ("" if not constant)
+  std::string gather_indices;  // with `constant` as the table: rows gathered at compile time
+  std::string runtime;         // else the fused node's input of that name
+};
+struct EncoderExitRef {
+  std::string value;  // the graph value it writes
+  int stream_index = 0;
+  int norm = -1;
+};
+struct VisionEncoderClaim {
+  std::string family;  // vit | clip | siglip | dinov2 | depth_anything
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  std::string heads_source;  // how the head count was found: graph | knob
+  bool from_pixels = true;
+  std::string input;  // pixels [B,C,H,W] or the stream [B,T,D]
+  std::string patch_weight, patch_bias;
+  int64_t stride_h = 1, stride_w = 1;
+  SideRef cls, pos;
+  std::optional<NormRef> pre_norm;
+  std::vector<EncoderLayerRef> layers;
+  std::vector<NormRef> exit_norms;
+  std::vector<EncoderExitRef> exits;
+  std::string note;  // e.g. why the embedding stayed on the CPU EP
+};
+
 struct Claim {
   ClaimKind kind = ClaimKind::kQdqMatMul;
   std::vector<NodeId> nodes;
   std::string anchor_name;  // the main node's name, for logs
   std::vector<GemmWork> work;
   QdqMatMulClaim qdq;
+  VisionEncoderClaim encoder;
 };
 
 struct Refusal {

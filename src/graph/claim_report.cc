@@ -33,12 +33,22 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims) {
+std::vector<std::string> summarize_claims(const std::string& graph_name, const ClaimSet& claims,
+                                          const char* what) {
   size_t nodes = 0;
   for (const Claim& claim : claims.claims) nodes += claim.nodes.size();
   std::vector<std::string> lines;
   lines.push_back(str_cat("graph '", graph_name, "': claimed ", claims.claims.size(), " of ",
-                          claims.candidates, " QDQ MatMul groups (", nodes, " nodes)"));
+                          claims.candidates, " ", what, " (", nodes, " nodes)"));
+  for (const Claim& claim : claims.claims) {
+    if (claim.kind != ClaimKind::kVisionEncoder) continue;
+    const VisionEncoderClaim& e = claim.encoder;
+    lines.push_back(str_cat("graph '", graph_name, "': vision encoder '", claim.anchor_name,
+                            "' family=", e.family, " layers=", e.layers.size(), " hidden=",
+                            e.hidden, " heads=", e.heads, " (", e.heads_source, ") exits=",
+                            e.exits.size(), e.from_pixels ? " from pixels" : " from the stream",
+                            e.note.empty() ? "" : " - ", e.note));
+  }
   std::map<std::string, std::pair<int, const Refusal*>> by_reason;
   for (const Refusal& refusal : claims.refusals) {
     auto& entry = by_reason[refusal.reason];
@@ -57,19 +67,53 @@ std::string gemms_to_json(const std::vector<GemmWork>& gemms) {
   std::vector<std::string> items;
   for (const GemmWork& g : gemms) {
     items.push_back(str_cat("{\"name\":\"", json_escape(g.name), "\",\"rows\":", g.rows, ",\"k\":",
-                            g.k, ",\"n\":", g.n, ",\"type\":\"", element_type_name(g.type), "\"}"));
+                            g.k, ",\"n\":", g.n, ",\"type\":\"", element_type_name(g.type),
+                            "\",\"attention\":", g.attention ? "true" : "false", "}"));
   }
   return str_cat("[", join(items, ","), "]");
+}
+
+std::string encoder_json(const Claim& claim, const std::vector<std::string>& node_names) {
+  const VisionEncoderClaim& e = claim.encoder;
+  std::vector<std::string> exits, activations;
+  for (const EncoderExitRef& x : e.exits) {
+    exits.push_back(str_cat("{\"value\":\"", json_escape(x.value), "\",\"stream_index\":",
+                            x.stream_index, ",\"norm\":", x.norm >= 0 ? "true" : "false", "}"));
+  }
+  int layer_scale = 0, post_norm = 0;
+  for (const EncoderLayerRef& l : e.layers) {
+    activations.push_back(str_cat("\"", encoder_activation_name(l.activation), "\""));
+    layer_scale += l.layer_scale1.empty() ? 0 : 1;
+    post_norm += l.pre_norm ? 0 : 1;
+  }
+  return str_cat("{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
+                 json_escape(claim.anchor_name), "\",\"nodes\":[", join(node_names, ","),
+                 "],\"family\":\"", e.family, "\",\"layers\":", e.layers.size(),
+                 ",\"hidden\":", e.hidden, ",\"heads\":", e.heads, ",\"heads_source\":\"",
+                 e.heads_source, "\",\"from_pixels\":", e.from_pixels ? "true" : "false",
+                 ",\"class_token\":", e.cls.present ? "true" : "false",
+                 ",\"pre_norm\":", e.pre_norm ? "true" : "false",
+                 ",\"layer_scale_layers\":", layer_scale, ",\"post_norm_layers\":", post_norm,
+                 ",\"activations\":[", join(activations, ","), "],\"exits\":[",
+                 join(exits, ","), "],\"note\":\"", json_escape(e.note),
+                 "\",\"work\":", gemms_to_json(claim.work), "}");
 }
 
 }  // namespace
 
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
-                           const ClaimSet& claims, const std::vector<GemmWork>& host_gemms) {
-  std::string out = str_cat("{\"graph\":\"", json_escape(graph_name),
-                            "\",\"candidates\":", claims.candidates, ",\"claims\":[");
+                           const ClaimSet& claims, const std::vector<GemmWork>& host_gemms,
+                           const char* matcher) {
+  std::string out = str_cat("{\"graph\":\"", json_escape(graph_name), "\",\"matcher\":\"",
+                            matcher, "\",\"candidates\":", claims.candidates, ",\"claims\":[");
   for (size_t i = 0; i < claims.claims.size(); ++i) {
     const Claim& claim = claims.claims[i];
+    if (claim.kind == ClaimKind::kVisionEncoder) {
+      std::vector<std::string> names;
+      for (NodeId id : claim.nodes) names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));
+      out += str_cat(i ? "," : "", encoder_json(claim, names));
+      continue;
+    }
     const QdqGemmSpec& spec = claim.qdq.spec;
     std::vector<std::string> node_names;
     for (NodeId id : claim.nodes) {

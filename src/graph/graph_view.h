@@ -38,6 +38,7 @@ struct Attribute {
   std::optional<int64_t> integer;
   std::optional<float> real;
   std::optional<std::string> text;
+  std::optional<std::vector<int64_t>> integers;  // INTS (perm, pads, strides, axes)
 };
 
 struct NodeInfo {

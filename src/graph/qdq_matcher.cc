@@ -227,6 +227,8 @@ const char* claim_kind_name(ClaimKind kind) {
   switch (kind) {
     case ClaimKind::kQdqMatMul:
       return "qdq_matmul";
+    case ClaimKind::kVisionEncoder:
+      return "vision_encoder";
   }
   return "?";
 }

@@ -1,12 +1,17 @@
 #include "ort/npuflow_ep.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
+#include <optional>
 #include <vector>
 
 #include "core/strings.h"
 #include "graph/claim_report.h"
+#include "graph/encoder_matcher.h"
 #include "graph/gemm_census.h"
 #include "graph/qdq_matcher.h"
+#include "ort/encoder_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
 #include "route/device_selection.h"
@@ -15,6 +20,7 @@ namespace npuflow::ort {
 
 struct NpuflowEp::Totals {
   std::vector<std::shared_ptr<const QdqMatMul>> kernels;
+  std::vector<std::shared_ptr<const VitEncoder>> encoders;
 };
 
 namespace {
@@ -123,9 +129,45 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     claims_by_output_[claim.qdq.matmul_output] = claim.qdq;
   }
   for (const std::string& line : summarize_claims(snap.view.name, claims)) logger_.info(line);
+
+  EncoderMatcherOptions encoder_options;
+  encoder_options.enabled = knobs_.flag("vision");
+  encoder_options.heads = knobs_.integer("heads");
+  ClaimSet encoders = match_vision_encoders(snap.view, encoder_options);
+  // A node belongs to one fused node at most: QDQ groups keep theirs.
+  std::set<NodeId> qdq_nodes;
+  for (const Claim& claim : claims.claims) qdq_nodes.insert(claim.nodes.begin(), claim.nodes.end());
+  std::erase_if(encoders.claims, [&](const Claim& claim) {
+    const bool overlaps = std::any_of(claim.nodes.begin(), claim.nodes.end(),
+                                      [&](NodeId id) { return qdq_nodes.count(id) > 0; });
+    if (overlaps) {
+      encoders.refusals.push_back({kNoNode, claim.anchor_name, "overlaps_qdq_groups",
+                                   "the encoder contains nodes already claimed as QDQ groups"});
+    }
+    return overlaps;
+  });
+  for (const Claim& claim : encoders.claims) {
+    std::vector<const OrtNode*> nodes;
+    for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
+    NPUFLOW_ORT_CHECK(
+        api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size(), &fusion));
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const EncoderExitRef& exit : claim.encoder.exits) encoders_by_exit_[exit.value] = claim.encoder;
+  }
+  const bool saw_encoders = encoders.candidates > 0 || !encoders.claims.empty();
+  if (saw_encoders) {
+    for (const std::string& line : summarize_claims(snap.view.name, encoders, "vision encoders"))
+      logger_.info(line);
+  }
   if (!knobs_.text("report").empty()) {
-    write_report(claims_to_json(snap.view.name, snap.view, claims,
-                                unclaimed_gemms(snap.view, claims)));
+    ClaimSet every_claim = claims;
+    every_claim.claims.insert(every_claim.claims.end(), encoders.claims.begin(),
+                              encoders.claims.end());
+    const std::vector<GemmWork> host = unclaimed_gemms(snap.view, every_claim);
+    write_report(claims_to_json(snap.view.name, snap.view, claims, host, "qdq"));
+    if (saw_encoders) {
+      write_report(claims_to_json(snap.view.name, snap.view, encoders, host, "vision"));
+    }
   }
   return Status::ok();
 }
@@ -166,6 +208,19 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   auto snapshot = snapshot_graph(graph);
   if (!snapshot.is_ok()) return snapshot.status();
   const GraphView& view = snapshot.value().view;
+
+  // A vision encoder: one of its exits is an output of the fused subgraph.
+  std::optional<VisionEncoderClaim> encoder;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const ValueInfo& value : view.values) {
+      auto it = encoders_by_exit_.find(value.name);
+      if (it == encoders_by_exit_.end() || value.producer == kNoNode) continue;
+      encoder = it->second;
+      break;
+    }
+  }
+  if (encoder) return compile_encoder(view, *encoder, fused_node, out);
 
   // Find the group's MatMul and the claim GetCapability made for it.
   QdqMatMulClaim claim;
@@ -231,9 +286,182 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   return Status::ok();
 }
 
+namespace {
+
+// Reads a constant fp32 initializer of the fused subgraph by name.
+Result<FloatRef> constant_ref(const GraphView& view, const std::string& name) {
+  const ValueId id = view.find_value(name);
+  if (!view.is_constant(id) || view.value(id).type != ElementType::kFloat32) {
+    return internal_error(str_cat("constant '", name, "' is missing at compile time"));
+  }
+  const ValueInfo& v = view.value(id);
+  FloatRef ref{static_cast<const float*>(v.constant->data), v.shape};
+  if (static_cast<size_t>(ref.count()) * sizeof(float) != v.constant->bytes) {
+    return internal_error(str_cat("constant '", name, "' has ", v.constant->bytes,
+                                  " bytes for shape ", shape_string(v.shape)));
+  }
+  return ref;
+}
+
+}  // namespace
+
+Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
+                                  const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  VitEncoderSpec spec;
+  spec.hidden = claim.hidden;
+  spec.heads = claim.heads;
+  spec.from_pixels = claim.from_pixels;
+  std::vector<std::vector<float>> owned;  // gathered side operands, alive until create() copies
+  Status failed = Status::ok();
+  auto ref = [&](const std::string& name) -> FloatRef {
+    auto r = constant_ref(view, name);
+    if (!r.is_ok()) {
+      if (failed.is_ok()) failed = r.status();
+      return {};
+    }
+    return r.value();
+  };
+  auto opt = [&](const std::string& name) -> std::optional<FloatRef> {
+    if (name.empty()) return std::nullopt;
+    return ref(name);
+  };
+  auto dense = [&](const DenseRef& d) {
+    DenseWeights w;
+    w.weight = ref(d.weight);
+    w.transposed = d.transposed;
+    w.bias = opt(d.bias);
+    return w;
+  };
+  auto norm = [&](const NormRef& n) {
+    NormWeights w;
+    w.gamma = ref(n.gamma);
+    w.beta = opt(n.beta);
+    w.epsilon = n.epsilon;
+    return w;
+  };
+
+  // Inputs and outputs of the fused node, by name.
+  const OrtApi& ort = *api().ort;
+  size_t input_count = 0, output_count = 0;
+  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(fused_node, &input_count));
+  std::vector<const OrtValueInfo*> inputs(input_count);
+  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(fused_node, inputs.data(), input_count));
+  NPUFLOW_ORT_CHECK(ort.Node_GetNumOutputs(fused_node, &output_count));
+  std::vector<const OrtValueInfo*> outputs(output_count);
+  NPUFLOW_ORT_CHECK(ort.Node_GetOutputs(fused_node, outputs.data(), output_count));
+  auto input_index = [&](const std::string& name) -> std::optional<size_t> {
+    for (size_t i = 0; i < input_count; ++i) {
+      const char* n = nullptr;
+      if (inputs[i] == nullptr) continue;  // an omitted optional input
+      if (OrtStatus* status = ort.GetValueInfoName(inputs[i], &n)) {
+        ort.ReleaseStatus(status);
+        continue;
+      }
+      if (n && name == n) return i;
+    }
+    return std::nullopt;
+  };
+  EncoderNodeBinding binding;
+  auto main = input_index(claim.input);
+  if (!main) return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));
+  binding.main_input = *main;
+  auto side = [&](const SideRef& s, SideOperand& operand) -> Status {
+    operand.present = s.present;
+    if (!s.present) return Status::ok();
+    if (!s.runtime.empty()) {
+      auto index = input_index(s.runtime);
+      if (!index) return internal_error(str_cat("'", s.runtime, "' is not a fused node input"));
+      operand.input_index = static_cast<int64_t>(binding.side_inputs.size());
+      binding.side_inputs.push_back(*index);
+      return Status::ok();
+    }
+    FloatRef table = ref(s.constant);
+    if (s.gather_indices.empty()) {
+      operand.constant = table;
+      return Status::ok();
+    }
+    const ValueId ids = view.find_value(s.gather_indices);
+    if (!view.is_constant(ids) || view.value(ids).type != ElementType::kInt64 || table.shape.size() != 2)
+      return internal_error("a gathered side operand is not a constant int64 gather of rows");
+    const ValueInfo& iv = view.value(ids);
+    const auto* idx = static_cast<const int64_t*>(iv.constant->data);
+    const size_t count = iv.constant->bytes / 8;
+    std::vector<float> rows;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t r = idx[i] < 0 ? idx[i] + table.shape[0] : idx[i];
+      if (r < 0 || r >= table.shape[0]) return invalid_argument("gather index out of range");
+      rows.insert(rows.end(), table.data + r * table.shape[1], table.data + (r + 1) * table.shape[1]);
+    }
+    owned.push_back(std::move(rows));
+    std::vector<int64_t> shape = iv.shape;
+    shape.push_back(table.shape[1]);
+    operand.constant = FloatRef{owned.back().data(), shape};
+    return Status::ok();
+  };
+  if (claim.from_pixels) {
+    spec.patch.weight = ref(claim.patch_weight);
+    spec.patch.bias = opt(claim.patch_bias);
+    spec.patch.stride_h = claim.stride_h;
+    spec.patch.stride_w = claim.stride_w;
+    NPUFLOW_RETURN_IF_ERROR(side(claim.cls, spec.cls));
+    NPUFLOW_RETURN_IF_ERROR(side(claim.pos, spec.pos));
+    if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
+  }
+  for (const EncoderLayerRef& l : claim.layers) {
+    EncoderLayerWeights w;
+    w.pre_norm = l.pre_norm;
+    w.norm1 = norm(l.norm1);
+    w.norm2 = norm(l.norm2);
+    w.q = dense(l.q);
+    w.k = dense(l.k);
+    w.v = dense(l.v);
+    w.o = dense(l.o);
+    w.fc1 = dense(l.fc1);
+    w.fc2 = dense(l.fc2);
+    w.layer_scale1 = opt(l.layer_scale1);
+    w.layer_scale2 = opt(l.layer_scale2);
+    w.attention_scale = l.attention_scale;
+    w.activation = l.activation;
+    spec.layers.push_back(std::move(w));
+  }
+  for (const NormRef& n : claim.exit_norms) spec.exit_norms.push_back(norm(n));
+  for (const EncoderExitRef& e : claim.exits) spec.exits.push_back({e.stream_index, e.norm});
+  NPUFLOW_RETURN_IF_ERROR(failed);
+  for (size_t i = 0; i < output_count; ++i) {
+    const char* n = nullptr;
+    NPUFLOW_ORT_CHECK(ort.GetValueInfoName(outputs[i], &n));
+    int exit = -1;
+    for (size_t e = 0; e < claim.exits.size(); ++e) {
+      if (n && claim.exits[e].value == n) exit = static_cast<int>(e);
+    }
+    if (exit < 0) {
+      return internal_error(str_cat("fused encoder output '", n ? n : "?", "' is not an exit"));
+    }
+    binding.output_exit.push_back(exit);
+  }
+  const char* fused_name = nullptr;
+  NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
+  auto plan = VitEncoder::create(fused_name ? fused_name : claim.family, spec, device_, logger_);
+  if (!plan.is_ok()) return plan.status();
+  std::shared_ptr<const VitEncoder> shared = std::move(plan).value();
+  logger_.verbose(str_cat("compiled vision encoder ", shared->name(), ": ", claim.family, ", ",
+                          claim.layers.size(), " layers, d=", claim.hidden, ", ", claim.heads,
+                          " heads, resident=", shared->resident_bytes(), " bytes"));
+  totals_->encoders.push_back(shared);
+  *out = new EncoderNodeCompute(std::move(shared), std::move(binding));
+  return Status::ok();
+}
+
 void NpuflowEp::ReleaseNodeComputeInfosImpl(OrtEp*, OrtNodeComputeInfo** infos,
                                             size_t count) noexcept {
-  for (size_t i = 0; i < count; ++i) delete static_cast<QdqNodeCompute*>(infos[i]);
+  for (size_t i = 0; i < count; ++i) {
+    if (infos[i] == nullptr) continue;
+    if (EncoderNodeCompute::is_encoder(infos[i])) {
+      delete static_cast<EncoderNodeCompute*>(infos[i]);
+    } else {
+      delete static_cast<QdqNodeCompute*>(infos[i]);
+    }
+  }
 }
 
 }  // namespace npuflow::ort

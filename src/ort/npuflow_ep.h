@@ -30,6 +30,8 @@ class NpuflowEp : public OrtEp {
 
   Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  Status compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
+                         const OrtNode* fused_node, OrtNodeComputeInfo** out);
   void write_report(const std::string& json_line) const;
 
   static const char* ORT_API_CALL GetNameImpl(const OrtEp* self) noexcept;
@@ -47,6 +49,7 @@ class NpuflowEp : public OrtEp {
   std::shared_ptr<Device> device_;
   std::mutex mutex_;
   std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
+  std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
   struct Totals;
   std::unique_ptr<Totals> totals_;
 };

@@ -144,6 +144,15 @@ class Builder {
       float real = 0;
       NPUFLOW_ORT_CHECK(ort_.ReadOpAttr(attr, type, &real, sizeof(real), &written));
       value.real = real;
+    } else if (type == ORT_OP_ATTR_INTS) {
+      OrtStatus* probe = ort_.ReadOpAttr(attr, type, nullptr, 0, &written);
+      if (probe != nullptr) ort_.ReleaseStatus(probe);
+      std::vector<int64_t> list(written / sizeof(int64_t));
+      if (!list.empty()) {
+        NPUFLOW_ORT_CHECK(ort_.ReadOpAttr(attr, type, list.data(), list.size() * sizeof(int64_t),
+                                          &written));
+      }
+      value.integers = std::move(list);
     } else if (type == ORT_OP_ATTR_STRING) {
       // A first call with no buffer reports the size needed.
       OrtStatus* probe = ort_.ReadOpAttr(attr, type, nullptr, 0, &written);

@@ -1,0 +1,476 @@
+#include "ops/vit_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/strings.h"
+
+namespace npuflow {
+namespace {
+
+constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
+
+int64_t pad_rows(int64_t rows) {
+  return (rows + kRowMultiple - 1) / kRowMultiple * kRowMultiple;
+}
+
+std::vector<float> copy_of(const FloatRef& ref) {
+  return std::vector<float>(ref.data, ref.data + ref.count());
+}
+
+void layer_norm_rows(const float* x, int64_t rows, int64_t d, const std::vector<float>& gamma,
+                     const std::vector<float>& beta, float epsilon, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * d;
+    float* out = y + r * d;
+    double mean = 0;
+    for (int64_t i = 0; i < d; ++i) mean += in[i];
+    mean /= static_cast<double>(d);
+    double var = 0;
+    for (int64_t i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
+    var /= static_cast<double>(d);
+    const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon));
+    for (int64_t i = 0; i < d; ++i) {
+      const double v = (in[i] - mean) * inv * gamma[static_cast<size_t>(i)];
+      out[i] = static_cast<float>(beta.empty() ? v : v + beta[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+float activate(EncoderActivation kind, float x) {
+  switch (kind) {
+    case EncoderActivation::kGeluErf:
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case EncoderActivation::kGeluTanh: {
+      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(inner));
+    }
+    case EncoderActivation::kQuickGelu:
+      return x / (1.0f + std::exp(-1.702f * x));
+  }
+  return x;
+}
+
+void zero_rows(float* buffer, int64_t from, int64_t to, int64_t cols) {
+  if (to > from) std::memset(buffer + from * cols, 0, static_cast<size_t>((to - from) * cols) * 4);
+}
+
+// The side operand's rows for one image: [.., rows, D] with a leading batch of 1 or B.
+const float* side_rows(const float* data, const std::vector<int64_t>& shape, int64_t image) {
+  int64_t lead = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
+  const int64_t per = shape.size() >= 2 ? shape[shape.size() - 2] * shape.back() : 0;
+  return data + (lead > 1 ? image * per : 0);
+}
+
+Status check_side_shape(const char* what, const std::vector<int64_t>& shape, int64_t rows,
+                        int64_t d, int64_t batch) {
+  if (shape.size() < 2 || shape.back() != d || (rows >= 0 && shape[shape.size() - 2] != rows)) {
+    return invalid_argument(str_cat(what, " has shape ", shape_string(shape), ", expected [..,",
+                                    rows, ",", d, "]"));
+  }
+  int64_t lead = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
+  if (lead != 1 && lead != batch) {
+    return invalid_argument(str_cat(what, " has shape ", shape_string(shape), " for batch ", batch));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* encoder_activation_name(EncoderActivation activation) {
+  switch (activation) {
+    case EncoderActivation::kGeluErf:
+      return "gelu_erf";
+    case EncoderActivation::kGeluTanh:
+      return "gelu_tanh";
+    case EncoderActivation::kQuickGelu:
+      return "quick_gelu";
+  }
+  return "?";
+}
+
+int64_t FloatRef::count() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+struct VitEncoder::Scratch {
+  int64_t rows_padded = -1;
+  std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
+};
+
+Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name,
+                                                       const VitEncoderSpec& spec,
+                                                       std::shared_ptr<Device> device,
+                                                       Logger logger) {
+  std::unique_ptr<VitEncoder> plan(new VitEncoder);
+  plan->name_ = std::move(name);
+  plan->device_ = std::move(device);
+  plan->logger_ = std::move(logger);
+  plan->hidden_ = spec.hidden;
+  plan->heads_ = spec.heads;
+  plan->from_pixels_ = spec.from_pixels;
+  plan->scratch_ = std::make_unique<Scratch>();
+  const int64_t d = spec.hidden;
+  if (d <= 0 || spec.heads <= 0 || d % spec.heads != 0) {
+    return invalid_argument(str_cat("hidden size ", d, " does not split into ", spec.heads,
+                                    " heads"));
+  }
+  Device& dev = *plan->device_;
+
+  // Packs a dense layer (or several side by side along N) once onto the device.
+  auto pack = [&](const std::vector<const DenseWeights*>& parts) -> Result<Dense> {
+    Dense dense;
+    const DenseWeights& first = *parts.front();
+    const int64_t k = first.transposed ? first.weight.shape[1] : first.weight.shape[0];
+    int64_t n_total = 0;
+    for (const DenseWeights* p : parts) {
+      if (p->weight.shape.size() != 2) return invalid_argument("a projection weight is not 2-D");
+      const int64_t pk = p->transposed ? p->weight.shape[1] : p->weight.shape[0];
+      if (pk != k) return invalid_argument("fused projections disagree on K");
+      n_total += p->transposed ? p->weight.shape[0] : p->weight.shape[1];
+    }
+    std::vector<float> w(static_cast<size_t>(k * n_total));
+    int64_t col = 0;
+    for (const DenseWeights* p : parts) {
+      const int64_t n = p->transposed ? p->weight.shape[0] : p->weight.shape[1];
+      for (int64_t r = 0; r < k; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          w[static_cast<size_t>(r * n_total + col + c)] =
+              p->transposed ? p->weight.data[c * k + r] : p->weight.data[r * n + c];
+        }
+      }
+      for (int64_t c = 0; c < n; ++c) {
+        dense.bias.push_back(p->bias ? p->bias->data[c] : 0.0f);
+      }
+      col += n;
+    }
+    auto packed = dev.pack_float_weight(w.data(), k, n_total);
+    if (!packed.is_ok()) return packed.status();
+    dense.packed = std::move(packed).value();
+    dense.k = k;
+    dense.n = n_total;
+    return dense;
+  };
+  auto norm = [](const NormWeights& w) {
+    Norm n;
+    n.gamma = copy_of(w.gamma);
+    if (w.beta) n.beta = copy_of(*w.beta);
+    n.epsilon = w.epsilon;
+    return n;
+  };
+
+  if (spec.from_pixels) {
+    const FloatRef& w = spec.patch.weight;
+    if (w.shape.size() != 4 || w.shape[0] != d) {
+      return invalid_argument(str_cat("patch embedding weight has shape ", shape_string(w.shape)));
+    }
+    plan->channels_ = w.shape[1];
+    plan->kernel_h_ = w.shape[2];
+    plan->kernel_w_ = w.shape[3];
+    plan->stride_h_ = spec.patch.stride_h;
+    plan->stride_w_ = spec.patch.stride_w;
+    DenseWeights as_dense;  // D x (C*kh*kw) is a transposed dense weight
+    as_dense.weight.data = w.data;
+    as_dense.weight.shape = {d, w.shape[1] * w.shape[2] * w.shape[3]};
+    as_dense.transposed = true;
+    as_dense.bias = spec.patch.bias;
+    auto dense = pack({&as_dense});
+    if (!dense.is_ok()) return dense.status();
+    plan->patch_ = std::move(dense).value();
+    plan->cls_spec_ = spec.cls;
+    plan->pos_spec_ = spec.pos;
+    if (spec.cls.present && spec.cls.constant) {
+      plan->cls_ = copy_of(*spec.cls.constant);
+      plan->cls_shape_ = spec.cls.constant->shape;
+      if (plan->cls_shape_.size() == 1) plan->cls_shape_ = {1, plan->cls_shape_[0]};  // CLIP: [D]
+    }
+    if (spec.pos.present && spec.pos.constant) {
+      plan->pos_ = copy_of(*spec.pos.constant);
+      plan->pos_shape_ = spec.pos.constant->shape;
+    }
+  }
+  if (spec.pre_norm) plan->pre_norm_ = norm(*spec.pre_norm);
+  for (const EncoderLayerWeights& lw : spec.layers) {
+    Layer layer;
+    layer.pre_norm = lw.pre_norm;
+    layer.norm1 = norm(lw.norm1);
+    layer.norm2 = norm(lw.norm2);
+    auto qkv = pack({&lw.q, &lw.k, &lw.v});
+    if (!qkv.is_ok()) return qkv.status();
+    layer.qkv = std::move(qkv).value();
+    for (auto [src, dst] : {std::pair{&lw.o, &layer.o}, std::pair{&lw.fc1, &layer.fc1},
+                            std::pair{&lw.fc2, &layer.fc2}}) {
+      auto dense = pack({src});
+      if (!dense.is_ok()) return dense.status();
+      *dst = std::move(dense).value();
+    }
+    if (layer.qkv.k != d || layer.qkv.n != 3 * d || layer.o.k != d || layer.o.n != d ||
+        layer.fc1.k != d || layer.fc2.k != layer.fc1.n || layer.fc2.n != d) {
+      return invalid_argument("encoder layer projections do not chain at the hidden size");
+    }
+    if (lw.layer_scale1) layer.ls1 = copy_of(*lw.layer_scale1);
+    if (lw.layer_scale2) layer.ls2 = copy_of(*lw.layer_scale2);
+    layer.scale = lw.attention_scale;
+    layer.activation = lw.activation;
+    plan->layers_.push_back(std::move(layer));
+  }
+  for (const NormWeights& w : spec.exit_norms) plan->exit_norms_.push_back(norm(w));
+  plan->exits_ = spec.exits;
+  return plan;
+}
+
+VitEncoder::~VitEncoder() = default;
+
+size_t VitEncoder::resident_bytes() const {
+  size_t bytes = patch_.packed ? patch_.packed->resident_bytes() : 0;
+  for (const Layer& l : layers_) {
+    bytes += l.qkv.packed->resident_bytes() + l.o.packed->resident_bytes() +
+             l.fc1.packed->resident_bytes() + l.fc2.packed->resident_bytes();
+  }
+  return bytes;
+}
+
+Result<std::vector<int64_t>> VitEncoder::output_shape(const FloatInput& main,
+                                                      const std::vector<FloatInput>& side) const {
+  if (!from_pixels_) {
+    if (main.shape.size() != 3 || main.shape[2] != hidden_) {
+      return invalid_argument(str_cat("stream input has shape ", shape_string(main.shape)));
+    }
+    return main.shape;
+  }
+  if (main.shape.size() != 4 || main.shape[1] != channels_) {
+    return invalid_argument(str_cat("pixels have shape ", shape_string(main.shape), ", expected [B,",
+                                    channels_, ",H,W]"));
+  }
+  const int64_t gh = (main.shape[2] - kernel_h_) / stride_h_ + 1;
+  const int64_t gw = (main.shape[3] - kernel_w_) / stride_w_ + 1;
+  if (gh <= 0 || gw <= 0) return invalid_argument("image smaller than one patch");
+  int64_t prefix = 0;
+  if (cls_spec_.present) {
+    const std::vector<int64_t>& shape = cls_spec_.constant
+                                            ? cls_shape_
+                                            : side.at(static_cast<size_t>(cls_spec_.input_index)).shape;
+    if (shape.size() < 2) return invalid_argument("class token has rank < 2");
+    prefix = shape[shape.size() - 2];
+  }
+  return std::vector<int64_t>{main.shape[0], prefix + gh * gw, hidden_};
+}
+
+Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
+                           float* y, const ExecContext& context) const {
+  // The one device call site: an fp16 device primitive replaces gemm_float here.
+  NPUFLOW_RETURN_IF_ERROR(device_->gemm_float(x, rows_padded, *dense.packed, y, context));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = y + r * dense.n;
+    for (int64_t c = 0; c < dense.n; ++c) out[c] += dense.bias[static_cast<size_t>(c)];
+  }
+  return Status::ok();
+}
+
+Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& side,
+                       const std::vector<float*>& exits, const ExecContext& context) const {
+  auto shape = output_shape(main, side);
+  if (!shape.is_ok()) return shape.status();
+  const int64_t batch = shape.value()[0];
+  const int64_t tokens = shape.value()[1];
+  if (exits.size() != exits_.size()) return internal_error("exit count mismatch");
+
+  const float* cls = nullptr;
+  std::vector<int64_t> cls_shape, pos_shape;
+  const float* pos = nullptr;
+  int64_t prefix = 0;
+  if (from_pixels_ && cls_spec_.present) {
+    if (cls_spec_.constant) {
+      cls = cls_.data();
+      cls_shape = cls_shape_;
+    } else {
+      const FloatInput& in = side.at(static_cast<size_t>(cls_spec_.input_index));
+      cls = in.data;
+      cls_shape = in.shape;
+    }
+    prefix = cls_shape[cls_shape.size() - 2];
+    NPUFLOW_RETURN_IF_ERROR(check_side_shape("class token", cls_shape, prefix, hidden_, batch));
+  }
+  if (from_pixels_ && pos_spec_.present) {
+    if (pos_spec_.constant) {
+      pos = pos_.data();
+      pos_shape = pos_shape_;
+    } else {
+      const FloatInput& in = side.at(static_cast<size_t>(pos_spec_.input_index));
+      pos = in.data;
+      pos_shape = in.shape;
+    }
+    NPUFLOW_RETURN_IF_ERROR(check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
+  }
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  Scratch& s = *scratch_;
+  const int64_t tp = pad_rows(tokens);
+  if (s.rows_padded != tp) {
+    int64_t ff = 0;
+    for (const Layer& l : layers_) ff = std::max(ff, l.fc1.n);
+    const auto size = [&](int64_t cols) { return static_cast<size_t>(tp * cols); };
+    s.h.assign(size(hidden_), 0.0f);
+    s.a.assign(size(hidden_), 0.0f);
+    s.qkv.assign(size(3 * hidden_), 0.0f);
+    s.ctx.assign(size(hidden_), 0.0f);
+    s.tmp.assign(size(std::max(hidden_, patch_.n)), 0.0f);
+    s.ff.assign(size(ff), 0.0f);
+    s.patches.assign(from_pixels_ ? size(patch_.k) : 0, 0.0f);
+    s.scores.assign(static_cast<size_t>(heads_ * tokens), 0.0f);
+    s.rows_padded = tp;
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* image = nullptr;
+    int64_t gw = 0;
+    if (from_pixels_) {
+      image = main.data + b * main.shape[1] * main.shape[2] * main.shape[3];
+      gw = (main.shape[3] - kernel_w_) / stride_w_ + 1;
+    } else {
+      image = main.data + b * tokens * hidden_;
+    }
+    const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
+    const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
+    NPUFLOW_RETURN_IF_ERROR(run_one(image, cls_b, pos_b, tokens, tokens - prefix, gw,
+                                    from_pixels_ ? main.shape[1] : 0,
+                                    from_pixels_ ? main.shape[2] : 0,
+                                    from_pixels_ ? main.shape[3] : 0, exits, b, s, context));
+  }
+  return Status::ok();
+}
+
+Status VitEncoder::run_one(const float* main, const float* cls, const float* pos, int64_t tokens,
+                           int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height,
+                           int64_t width, const std::vector<float*>& exits, int64_t image,
+                           Scratch& s, const ExecContext& context) const {
+  (void)height;
+  const int64_t d = hidden_;
+  const int64_t tp = pad_rows(tokens);
+  float* h = s.h.data();
+  const int64_t prefix = tokens - patch_rows;
+
+  // Embedding: patches -> device matmul, then class token rows, then + position embedding.
+  if (from_pixels_) {
+    const int64_t k = patch_.k;
+    const int64_t pp = pad_rows(patch_rows);
+    float* cols = s.patches.data();
+    for (int64_t p = 0; p < patch_rows; ++p) {
+      const int64_t py = p / grid_w, px = p % grid_w;
+      float* row = cols + p * k;
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t i = 0; i < kernel_h_; ++i) {
+          const float* src = main + (c * height + py * stride_h_ + i) * width + px * stride_w_;
+          std::memcpy(row + (c * kernel_h_ + i) * kernel_w_, src,
+                      static_cast<size_t>(kernel_w_) * 4);
+        }
+      }
+    }
+    zero_rows(cols, patch_rows, pp, k);
+    NPUFLOW_RETURN_IF_ERROR(project(patch_, cols, pp, patch_rows, s.tmp.data(), context));
+    std::memcpy(h + prefix * d, s.tmp.data(), static_cast<size_t>(patch_rows * d) * 4);
+    if (prefix > 0) std::memcpy(h, cls, static_cast<size_t>(prefix * d) * 4);
+    if (pos) {
+      for (int64_t i = 0; i < tokens * d; ++i) h[i] += pos[i];
+    }
+  } else {
+    std::memcpy(h, main, static_cast<size_t>(tokens * d) * 4);
+  }
+  zero_rows(h, tokens, tp, d);
+  if (pre_norm_) layer_norm_rows(h, tokens, d, pre_norm_->gamma, pre_norm_->beta,
+                                 pre_norm_->epsilon, h);
+
+  auto emit = [&](int stream_index) {
+    for (size_t e = 0; e < exits_.size(); ++e) {
+      if (exits_[e].stream_index != stream_index) continue;
+      float* out = exits[e] + image * tokens * d;
+      if (exits_[e].norm < 0) {
+        std::memcpy(out, h, static_cast<size_t>(tokens * d) * 4);
+      } else {
+        const Norm& n = exit_norms_[static_cast<size_t>(exits_[e].norm)];
+        layer_norm_rows(h, tokens, d, n.gamma, n.beta, n.epsilon, out);
+      }
+    }
+  };
+  emit(0);
+
+  const int64_t heads = heads_;
+  const int64_t dh = d / heads;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
+    // Attention.
+    const float* attn_in = h;
+    if (L.pre_norm) {
+      layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, s.a.data());
+      zero_rows(s.a.data(), tokens, tp, d);
+      attn_in = s.a.data();
+    }
+    NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, tp, tokens, s.qkv.data(), context));
+    const float* qkv = s.qkv.data();
+    float* ctx = s.ctx.data();
+    const int64_t stride = 3 * d;
+    context.run(static_cast<size_t>(heads), [&](size_t head) {
+      float* scores = s.scores.data() + static_cast<int64_t>(head) * tokens;
+      const int64_t off = static_cast<int64_t>(head) * dh;
+      for (int64_t i = 0; i < tokens; ++i) {
+        const float* q = qkv + i * stride + off;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < tokens; ++j) {
+          const float* kk = qkv + j * stride + d + off;
+          float dot = 0;
+          for (int64_t c = 0; c < dh; ++c) dot += q[c] * kk[c];
+          scores[j] = dot * L.scale;
+          mx = std::max(mx, scores[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < tokens; ++j) {
+          scores[j] = std::exp(scores[j] - mx);
+          sum += scores[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        float* out = ctx + i * d + off;
+        std::fill(out, out + dh, 0.0f);
+        for (int64_t j = 0; j < tokens; ++j) {
+          const float p = scores[j] * inv;
+          const float* vv = qkv + j * stride + 2 * d + off;
+          for (int64_t c = 0; c < dh; ++c) out[c] += p * vv[c];
+        }
+      }
+    });
+    zero_rows(ctx, tokens, tp, d);
+    NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, tp, tokens, s.tmp.data(), context));
+    const auto residual = [&](const float* branch, const std::vector<float>& ls) {
+      for (int64_t r = 0; r < tokens; ++r) {
+        for (int64_t c = 0; c < d; ++c) {
+          const float v = branch[r * d + c];
+          h[r * d + c] += ls.empty() ? v : v * ls[static_cast<size_t>(c)];
+        }
+      }
+    };
+    residual(s.tmp.data(), L.ls1);
+    if (!L.pre_norm) layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, h);
+
+    // MLP.
+    const float* mlp_in = h;
+    if (L.pre_norm) {
+      layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, s.a.data());
+      zero_rows(s.a.data(), tokens, tp, d);
+      mlp_in = s.a.data();
+    }
+    NPUFLOW_RETURN_IF_ERROR(project(L.fc1, mlp_in, tp, tokens, s.ff.data(), context));
+    float* ff = s.ff.data();
+    for (int64_t i = 0; i < tokens * L.fc1.n; ++i) ff[i] = activate(L.activation, ff[i]);
+    zero_rows(ff, tokens, tp, L.fc1.n);
+    NPUFLOW_RETURN_IF_ERROR(project(L.fc2, ff, tp, tokens, s.tmp.data(), context));
+    residual(s.tmp.data(), L.ls2);
+    if (!L.pre_norm) layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, h);
+    emit(static_cast<int>(li + 1));
+  }
+  return Status::ok();
+}
+
+}  // namespace npuflow

@@ -1,0 +1,156 @@
+// One claimed vision-transformer encoder as a resident plan: patch embedding, class token and
+// position embedding, L pre- or post-LN blocks and the exits the graph reads (last hidden state,
+// intermediate taps, each optionally through a LayerNorm). Every projection weight is packed once
+// onto the device at create(); the residual stream stays fp32 on the host; the token count is
+// padded to a multiple of 4 with zero rows (the RK3588 matmul contract, M % 4); projections run as
+// device matmuls (one call site, `project`), attention, norms and activations as host ops.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/parallel.h"
+#include "core/status.h"
+#include "device/device.h"
+
+namespace npuflow {
+
+enum class EncoderActivation { kGeluErf, kGeluTanh, kQuickGelu };
+const char* encoder_activation_name(EncoderActivation activation);
+
+// A borrowed fp32 tensor (constant data from the graph, valid during create() only).
+struct FloatRef {
+  const float* data = nullptr;
+  std::vector<int64_t> shape;
+  int64_t count() const;
+};
+
+struct DenseWeights {
+  FloatRef weight;           // K x N (MatMul) or N x K (Gemm transB=1)
+  bool transposed = false;   // weight is N x K
+  std::optional<FloatRef> bias;  // N
+};
+
+struct NormWeights {
+  FloatRef gamma;
+  std::optional<FloatRef> beta;
+  float epsilon = 1e-5f;
+};
+
+struct EncoderLayerWeights {
+  bool pre_norm = true;  // pre-LN: x + f(LN(x)); post-LN: LN(x + f(x))
+  NormWeights norm1, norm2;
+  DenseWeights q, k, v, o, fc1, fc2;
+  std::optional<FloatRef> layer_scale1, layer_scale2;  // LayerScale (DINOv2): per-channel gains
+  float attention_scale = 1.0f;  // the product of every scale the exporter put on q, k or scores
+  EncoderActivation activation = EncoderActivation::kGeluErf;
+};
+
+struct PatchEmbedWeights {
+  FloatRef weight;  // D x C x kh x kw
+  std::optional<FloatRef> bias;
+  int64_t stride_h = 1, stride_w = 1;
+};
+
+// Where a side operand (class token, position embedding) comes from.
+struct SideOperand {
+  bool present = false;
+  std::optional<FloatRef> constant;  // resolved at create()
+  int64_t input_index = -1;          // else a runtime input of the fused node
+};
+
+struct EncoderExit {
+  int stream_index = 0;  // 0: the embedding output (after any pre-encoder norm), i: after layer i
+  int norm = -1;         // index into exit_norms, or -1 for the raw stream
+};
+
+struct VitEncoderSpec {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  bool from_pixels = true;  // false: the plan starts at the residual stream (a [B,T,D] input)
+  PatchEmbedWeights patch;
+  SideOperand cls;  // [.., n_prefix, D] tokens before the patches
+  SideOperand pos;  // [.., T, D] added after the concat
+  std::optional<NormWeights> pre_norm;  // CLIP's pre-encoder LayerNorm
+  std::vector<EncoderLayerWeights> layers;
+  std::vector<NormWeights> exit_norms;
+  std::vector<EncoderExit> exits;
+};
+
+// A runtime tensor handed in by the front end.
+struct FloatInput {
+  const float* data = nullptr;
+  std::vector<int64_t> shape;
+};
+
+class VitEncoder {
+ public:
+  static Result<std::unique_ptr<VitEncoder>> create(std::string name, const VitEncoderSpec& spec,
+                                                    std::shared_ptr<Device> device, Logger logger);
+
+  // `main` is the pixels [B,C,H,W] (from_pixels) or the stream [B,T,D]; `side` the runtime inputs
+  // by their index. Returns the output shape every exit has: [B, T, D].
+  Result<std::vector<int64_t>> output_shape(const FloatInput& main,
+                                            const std::vector<FloatInput>& side) const;
+  Status run(const FloatInput& main, const std::vector<FloatInput>& side,
+             const std::vector<float*>& exits, const ExecContext& context) const;
+
+  ~VitEncoder();
+  const std::string& name() const { return name_; }
+  size_t resident_bytes() const;
+  int64_t hidden() const { return hidden_; }
+  size_t exit_count() const { return exits_.size(); }
+
+ private:
+  struct Dense {
+    std::unique_ptr<PackedWeight> packed;
+    std::vector<float> bias;
+    int64_t k = 0, n = 0;
+  };
+  struct Norm {
+    std::vector<float> gamma, beta;
+    float epsilon = 1e-5f;
+  };
+  struct Layer {
+    bool pre_norm = true;
+    Norm norm1, norm2;
+    Dense qkv;  // q, k and v side by side: one device matmul
+    Dense o, fc1, fc2;
+    std::vector<float> ls1, ls2;
+    float scale = 1.0f;
+    EncoderActivation activation = EncoderActivation::kGeluErf;
+  };
+  struct Scratch;
+
+  VitEncoder() = default;
+  Status project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
+                 float* y, const ExecContext& context) const;
+  Status run_one(const float* main, const float* cls, const float* pos, int64_t tokens,
+                 int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height,
+                 int64_t width, const std::vector<float*>& exits, int64_t image,
+                 Scratch& scratch, const ExecContext& context) const;
+
+  std::string name_;
+  std::shared_ptr<Device> device_;
+  Logger logger_;
+  int64_t hidden_ = 0, heads_ = 0;
+  bool from_pixels_ = true;
+  Dense patch_;
+  int64_t channels_ = 0, kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1;
+  SideOperand cls_spec_, pos_spec_;
+  std::vector<float> cls_, pos_;  // constant side operands
+  std::vector<int64_t> cls_shape_, pos_shape_;
+  std::optional<Norm> pre_norm_;
+  std::vector<Layer> layers_;
+  std::vector<Norm> exit_norms_;
+  std::vector<EncoderExit> exits_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace npuflow

@@ -1,0 +1,101 @@
+#include "ort/encoder_node_compute.h"
+
+#include "core/strings.h"
+#include "graph/graph_view.h"
+
+namespace npuflow::ort {
+namespace {
+
+Result<FloatInput> read_float(const OrtValue* value, const char* what) {
+  const OrtApi& ort = *api().ort;
+  if (value == nullptr) return invalid_argument(str_cat("the fused encoder received no ", what));
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t rank = 0;
+  OrtStatus* status = ort.GetTensorElementType(info, &type);
+  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
+  FloatInput in;
+  in.shape.resize(rank);
+  if (status == nullptr) status = ort.GetDimensions(info, in.shape.data(), rank);
+  ort.ReleaseTensorTypeAndShapeInfo(info);
+  NPUFLOW_ORT_CHECK(status);
+  if (type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+    return invalid_argument(str_cat("the fused encoder's ", what, " is not float32"));
+  }
+  const void* data = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorData(value, &data));
+  in.data = static_cast<const float*>(data);
+  return in;
+}
+
+}  // namespace
+
+EncoderNodeCompute::EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan,
+                                       EncoderNodeBinding binding)
+    : OrtNodeComputeInfo{}, plan_(std::move(plan)), binding_(std::move(binding)) {
+  ort_version_supported = api().version;
+  CreateState = CreateStateImpl;
+  Compute = ComputeImpl;
+  ReleaseState = ReleaseStateImpl;
+}
+
+OrtStatus* EncoderNodeCompute::CreateStateImpl(OrtNodeComputeInfo* self, OrtNodeComputeContext*,
+                                               void** state) noexcept {
+  *state = self;
+  return nullptr;
+}
+
+void EncoderNodeCompute::ReleaseStateImpl(OrtNodeComputeInfo*, void*) noexcept {}
+
+OrtStatus* EncoderNodeCompute::ComputeImpl(OrtNodeComputeInfo* self, void*,
+                                           OrtKernelContext* context) noexcept {
+  return guarded([&] { return static_cast<EncoderNodeCompute*>(self)->compute(context); });
+}
+
+Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
+  const OrtApi& ort = *api().ort;
+  const OrtValue* value = nullptr;
+  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, binding_.main_input, &value));
+  auto main = read_float(value, "main input");
+  if (!main.is_ok()) return main.status();
+  std::vector<FloatInput> side;
+  for (size_t index : binding_.side_inputs) {
+    NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, index, &value));
+    auto in = read_float(value, "side input");
+    if (!in.is_ok()) return in.status();
+    side.push_back(std::move(in).value());
+  }
+  auto shape = plan_->output_shape(main.value(), side);
+  if (!shape.is_ok()) return shape.status();
+  std::vector<float*> exits(plan_->exit_count(), nullptr);
+  for (size_t i = 0; i < binding_.output_exit.size(); ++i) {
+    OrtValue* output = nullptr;
+    NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, i, shape.value().data(),
+                                                  shape.value().size(), &output));
+    void* data = nullptr;
+    NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
+    exits[static_cast<size_t>(binding_.output_exit[i])] = static_cast<float*>(data);
+  }
+  // Exits no fused output carries (none today) get scratch so the plan can write them.
+  std::vector<std::vector<float>> spare;
+  for (float*& exit : exits) {
+    if (exit) continue;
+    spare.emplace_back(static_cast<size_t>(element_count(shape.value())));
+    exit = spare.back().data();
+  }
+  ExecContext exec;
+  exec.parallel_for = [context](size_t count, const std::function<void(size_t)>& task) {
+    auto trampoline = [](void* data, size_t index) {
+      (*static_cast<const std::function<void(size_t)>*>(data))(index);
+    };
+    if (OrtStatus* status = api().ort->KernelContext_ParallelFor(
+            context, trampoline, count, 0, const_cast<std::function<void(size_t)>*>(&task))) {
+      api().ort->ReleaseStatus(status);
+      for (size_t i = 0; i < count; ++i) task(i);
+    }
+  };
+  return plan_->run(main.value(), side, exits, exec);
+}
+
+}  // namespace npuflow::ort

@@ -1,0 +1,163 @@
+// The vision-encoder plan against a plain reference written out here: pre- and post-LN blocks,
+// LayerScale, every activation, and token counts that need zero-row padding.
+#include "ops/vit_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "host/host_device.h"
+
+namespace npuflow {
+namespace {
+
+struct Tensor {
+  std::vector<float> data;
+  std::vector<int64_t> shape;
+  FloatRef ref() const { return {data.data(), shape}; }
+};
+
+Tensor random(std::vector<int64_t> shape, std::mt19937& rng, float scale, float offset = 0) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  Tensor t{{}, shape};
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  for (int64_t i = 0; i < n; ++i) t.data.push_back(offset + dist(rng));
+  return t;
+}
+
+using Mat = std::vector<float>;  // row-major T x C
+
+Mat linear(const Mat& x, int64_t t, const Tensor& w, const Tensor& b) {
+  const int64_t k = w.shape[0], n = w.shape[1];
+  Mat y(static_cast<size_t>(t * n));
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double s = b.data[static_cast<size_t>(c)];
+      for (int64_t i = 0; i < k; ++i) s += double(x[r * k + i]) * w.data[i * n + c];
+      y[r * n + c] = static_cast<float>(s);
+    }
+  return y;
+}
+
+Mat layer_norm(const Mat& x, int64_t t, int64_t d, const Tensor& g, const Tensor& b) {
+  Mat y(x.size());
+  for (int64_t r = 0; r < t; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += x[r * d + i];
+    mean /= d;
+    for (int64_t i = 0; i < d; ++i) var += (x[r * d + i] - mean) * (x[r * d + i] - mean);
+    var /= d;
+    for (int64_t i = 0; i < d; ++i)
+      y[r * d + i] = static_cast<float>((x[r * d + i] - mean) / std::sqrt(var + 1e-6) * g.data[i] +
+                                        b.data[i]);
+  }
+  return y;
+}
+
+float act(EncoderActivation a, float x) {
+  if (a == EncoderActivation::kGeluErf) return 0.5f * x * (1 + std::erf(x / std::sqrt(2.0f)));
+  if (a == EncoderActivation::kGeluTanh)
+    return 0.5f * x * (1 + std::tanh(std::sqrt(2.0f / 3.14159265f) * (x + 0.044715f * x * x * x)));
+  return x / (1 + std::exp(-1.702f * x));
+}
+
+double cosine(const Mat& a, const float* b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+void check(bool pre_norm, EncoderActivation activation, int64_t tokens, bool layer_scale) {
+  const int64_t d = 32, heads = 4, ff = 64, dh = d / heads;
+  std::mt19937 rng(7);
+  struct W {
+    Tensor g1, b1, g2, b2, wq, bq, wk, bk, wv, bv, wo, bo, w1, b1f, w2, b2f, ls1, ls2;
+  } w{random({d}, rng, 0.1f, 1), random({d}, rng, 0.1f), random({d}, rng, 0.1f, 1),
+      random({d}, rng, 0.1f), random({d, d}, rng, 0.2f), random({d}, rng, 0.1f),
+      random({d, d}, rng, 0.2f), random({d}, rng, 0.1f), random({d, d}, rng, 0.2f),
+      random({d}, rng, 0.1f), random({d, d}, rng, 0.2f), random({d}, rng, 0.1f),
+      random({d, ff}, rng, 0.2f), random({ff}, rng, 0.1f), random({ff, d}, rng, 0.2f),
+      random({d}, rng, 0.1f), random({d}, rng, 0.3f, 0.5f), random({d}, rng, 0.3f, 0.5f)};
+  const Tensor x = random({1, tokens, d}, rng, 1.0f);
+
+  VitEncoderSpec spec;
+  spec.hidden = d;
+  spec.heads = heads;
+  spec.from_pixels = false;
+  EncoderLayerWeights l;
+  l.pre_norm = pre_norm;
+  l.norm1 = {w.g1.ref(), w.b1.ref(), 1e-6f};
+  l.norm2 = {w.g2.ref(), w.b2.ref(), 1e-6f};
+  l.q = {w.wq.ref(), false, w.bq.ref()};
+  l.k = {w.wk.ref(), false, w.bk.ref()};
+  l.v = {w.wv.ref(), false, w.bv.ref()};
+  l.o = {w.wo.ref(), false, w.bo.ref()};
+  l.fc1 = {w.w1.ref(), false, w.b1f.ref()};
+  l.fc2 = {w.w2.ref(), false, w.b2f.ref()};
+  if (layer_scale) {
+    l.layer_scale1 = w.ls1.ref();
+    l.layer_scale2 = w.ls2.ref();
+  }
+  l.attention_scale = 1.0f / std::sqrt(float(dh));
+  l.activation = activation;
+  spec.layers = {l};
+  spec.exits = {{1, -1}};
+  auto plan = VitEncoder::create("test", spec, std::make_shared<HostDevice>(DeviceOptions{}), Logger());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  std::vector<float> out(static_cast<size_t>(tokens * d), -7.0f);
+  ASSERT_TRUE(plan.value()->run({x.data.data(), x.shape}, {}, {out.data()}, ExecContext{}).is_ok());
+
+  // Reference.
+  Mat h = x.data;
+  Mat a = pre_norm ? layer_norm(h, tokens, d, w.g1, w.b1) : h;
+  Mat q = linear(a, tokens, w.wq, w.bq), k = linear(a, tokens, w.wk, w.bk),
+      v = linear(a, tokens, w.wv, w.bv);
+  Mat ctx(static_cast<size_t>(tokens * d), 0.0f);
+  for (int64_t hh = 0; hh < heads; ++hh)
+    for (int64_t i = 0; i < tokens; ++i) {
+      std::vector<double> s(static_cast<size_t>(tokens));
+      double mx = -1e30, sum = 0;
+      for (int64_t j = 0; j < tokens; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < dh; ++c) dot += q[i * d + hh * dh + c] * k[j * d + hh * dh + c];
+        s[j] = dot * l.attention_scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t j = 0; j < tokens; ++j)
+        for (int64_t c = 0; c < dh; ++c) ctx[i * d + hh * dh + c] += float(s[j] / sum) * v[j * d + hh * dh + c];
+    }
+  Mat o = linear(ctx, tokens, w.wo, w.bo);
+  for (int64_t i = 0; i < tokens * d; ++i) h[i] += o[i] * (layer_scale ? w.ls1.data[i % d] : 1.0f);
+  if (!pre_norm) h = layer_norm(h, tokens, d, w.g1, w.b1);
+  Mat m = pre_norm ? layer_norm(h, tokens, d, w.g2, w.b2) : h;
+  Mat f = linear(m, tokens, w.w1, w.b1f);
+  for (auto& e : f) e = act(activation, e);
+  Mat f2 = linear(f, tokens, w.w2, w.b2f);
+  for (int64_t i = 0; i < tokens * d; ++i) h[i] += f2[i] * (layer_scale ? w.ls2.data[i % d] : 1.0f);
+  if (!pre_norm) h = layer_norm(h, tokens, d, w.g2, w.b2);
+  EXPECT_GE(cosine(h, out.data()), 0.999999);
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_NEAR(out[i], h[i], 1e-3) << i;
+}
+
+TEST(VitEncoder, PreNormGeluErfPaddedTokens) { check(true, EncoderActivation::kGeluErf, 17, false); }
+TEST(VitEncoder, PreNormLayerScaleGeluTanh) { check(true, EncoderActivation::kGeluTanh, 25, true); }
+TEST(VitEncoder, PostNormQuickGelu) { check(false, EncoderActivation::kQuickGelu, 6, false); }
+TEST(VitEncoder, AlignedTokenCount) { check(true, EncoderActivation::kQuickGelu, 16, true); }
+
+TEST(VitEncoder, RefusesHeadsThatDoNotDivideTheWidth) {
+  VitEncoderSpec spec;
+  spec.hidden = 30;
+  spec.heads = 4;
+  spec.from_pixels = false;
+  EXPECT_FALSE(VitEncoder::create("x", spec, std::make_shared<HostDevice>(DeviceOptions{}), Logger()).is_ok());
+}
+
+}  // namespace
+}  // namespace npuflow
