@@ -53,7 +53,15 @@ $(DEMO_MODEL): build tools/qdq_models.py
 	@mkdir -p $(dir $(DEMO_MODEL))
 	$(PYTHON) tools/qdq_models.py demo $(DEMO_MODEL)
 
+# The main job: a small SigLIP vision encoder (a committed fixture exported from transformers'
+# SiglipVisionModel) claimed as one fused node: the claim, the outputs against the CPU EP, and
+# the projected RK3588 time. Then the A8W8 QDQ layer of issue #2.
+DEMO_VISION_MODEL := tests/fixtures/vision/siglip_dynamo.onnx
+
 demo: build $(DEMO_MODEL)
+	$(BUILD_DIR)/bin/npuflow explain $(DEMO_VISION_MODEL)
+	$(BUILD_DIR)/bin/npuflow demo $(DEMO_VISION_MODEL)
+	$(BUILD_DIR)/bin/npuflow plan $(DEMO_VISION_MODEL)
 	$(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
 	$(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -25,7 +26,8 @@ std::optional<double> quantization_step(const float* values, size_t count) {
       if (distinct.size() > 256) return std::nullopt;
     }
   }
-  if (distinct.size() < 2) return std::nullopt;
+  // A few values each seen once are no evidence of a grid.
+  if (distinct.size() < 2 || count < 4 * distinct.size()) return std::nullopt;
   std::sort(distinct.begin(), distinct.end());
   double step = distinct[1] - distinct[0];
   for (size_t i = 2; i < distinct.size(); ++i)
@@ -79,8 +81,11 @@ int demo_command(const std::vector<std::string>& args) {
   OrtHarness harness(ep_library);
   Ort::Session cpu = harness.cpu_session(config);
   Ort::Session npu = harness.npuflow_session(config);
-  int claimed = 0, candidates = 0;
+  std::map<std::string, std::pair<int, int>> by_matcher;  // claimed, candidates
   for (const JsonValue& graph : read_report(report)) {
+    const std::string matcher = graph["matcher"].string();
+    auto& [claimed, candidates] =
+        by_matcher[matcher == "vision" ? "vision encoders" : "QDQ MatMul groups"];
     claimed += static_cast<int>(graph["claims"].array().size());
     candidates += static_cast<int>(graph["candidates"].number());
   }
@@ -93,7 +98,10 @@ int demo_command(const std::vector<std::string>& args) {
 
   std::printf("npuflow demo: %s (optimization level %s)\n", config.model_path.c_str(),
               optimization_level_name(config.optimization));
-  std::printf("  QDQ MatMul groups claimed: %d / %d\n", claimed, candidates);
+  for (const auto& [what, counts] : by_matcher) {
+    if (what == "vision encoders" && counts.second == 0) continue;
+    std::printf("  %s claimed: %d / %d\n", what.c_str(), counts.first, counts.second);
+  }
   int64_t worst_lsb = 0, differing = 0, integer_values = 0;
   for (size_t o = 0; o < outputs.size(); ++o) {
     auto info = expected[o].GetTensorTypeAndShapeInfo();

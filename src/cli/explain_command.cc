@@ -11,12 +11,33 @@
 namespace npuflow::cli {
 namespace {
 
+void print_encoders(const JsonValue& graph) {
+  const auto& claims = graph["claims"].array();
+  std::printf("graph '%s': %zu of %d vision encoders claimed\n", graph["graph"].string().c_str(),
+              claims.size(), static_cast<int>(graph["candidates"].number()));
+  if (claims.empty()) return;
+  std::printf("  %-28s %-15s %6s %6s %5s %5s %5s %s\n", "node", "family", "layers", "hidden",
+              "heads", "exits", "nodes", "note");
+  for (const JsonValue& claim : claims) {
+    std::printf("  %-28s %-15s %6d %6d %5d %5zu %5zu %s\n", claim["node"].string().c_str(),
+                claim["family"].string().c_str(), static_cast<int>(claim["layers"].number()),
+                static_cast<int>(claim["hidden"].number()),
+                static_cast<int>(claim["heads"].number()), claim["exits"].array().size(),
+                claim["nodes"].array().size(), claim["note"].string().c_str());
+  }
+}
+
 void print_graph(const JsonValue& graph) {
   const auto& claims = graph["claims"].array();
   const auto& refusals = graph["refusals"].array();
-  std::printf("graph '%s': %zu of %d QDQ MatMul groups claimed\n", graph["graph"].string().c_str(),
-              claims.size(), static_cast<int>(graph["candidates"].number()));
-  if (!claims.empty()) {
+  if (graph["matcher"].string() == "vision") {
+    print_encoders(graph);
+  } else {
+    std::printf("graph '%s': %zu of %d QDQ MatMul groups claimed\n",
+                graph["graph"].string().c_str(), claims.size(),
+                static_cast<int>(graph["candidates"].number()));
+  }
+  if (!claims.empty() && graph["matcher"].string() != "vision") {
     std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",
                 "w scales", "activation", "output", "nodes");
     for (const JsonValue& claim : claims) {

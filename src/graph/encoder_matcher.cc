@@ -312,7 +312,8 @@ class Matcher {
     if (node.int_attribute("transA", 0) != 0) return std::nullopt;
     const Attribute* alpha = node.attribute("alpha");
     const Attribute* beta = node.attribute("beta");
-    if ((alpha && alpha->real && *alpha->real != 1.0f) || (beta && beta->real && *beta->real != 1.0f))
+    if ((alpha && alpha->real && *alpha->real != 1.0f) ||
+        (beta && beta->real && *beta->real != 1.0f))
       return std::nullopt;
     const ValueId w = node.input(1);
     if (!float_constant(w) || g_.value(through_identity(w)).shape.size() != 2) return std::nullopt;
@@ -494,8 +495,9 @@ class Matcher {
   // it: erf GELU, tanh GELU or quick-GELU in any op arrangement; anything else is refused.
   std::optional<EncoderActivation> activation(ValueId z, ValueId& u, Used& used, Fail& why) const {
     static const std::set<std::string> kElementwise = {
-        "Add", "Sub", "Mul", "Div", "Pow", "Erf", "Tanh", "Sigmoid", "Sqrt", "Neg", "Exp",
-        "Gelu", "FastGelu", "Relu", "Abs", "Reciprocal", "Identity", "Softplus", "Clip"};
+        "Add",     "Sub",        "Mul",      "Div",      "Pow",  "Erf",      "Tanh",
+        "Sigmoid", "Sqrt",       "Neg",      "Exp",      "Gelu", "FastGelu", "Relu",
+        "Abs",     "Reciprocal", "Identity", "Softplus", "Clip"};
     std::vector<NodeId> nodes;
     std::set<NodeId> seen;
     std::function<bool(ValueId)> visit = [&](ValueId v) -> bool {
@@ -550,23 +552,40 @@ class Matcher {
       const std::string& op = node.op_type;
       for (size_t i = 0; i < probe.size(); ++i) {
         const float x = a[i], y = b[i];
-        if (op == "Add") r[i] = x + y;
-        else if (op == "Sub") r[i] = x - y;
-        else if (op == "Mul") r[i] = x * y;
-        else if (op == "Div") r[i] = x / y;
-        else if (op == "Pow") r[i] = std::pow(x, y);
-        else if (op == "Erf") r[i] = std::erf(x);
-        else if (op == "Tanh") r[i] = std::tanh(x);
-        else if (op == "Sigmoid") r[i] = 1.0f / (1.0f + std::exp(-x));
-        else if (op == "Sqrt") r[i] = std::sqrt(x);
-        else if (op == "Neg") r[i] = -x;
-        else if (op == "Exp") r[i] = std::exp(x);
-        else if (op == "Relu") r[i] = std::max(x, 0.0f);
-        else if (op == "Abs") r[i] = std::fabs(x);
-        else if (op == "Reciprocal") r[i] = 1.0f / x;
-        else if (op == "Identity") r[i] = x;
-        else if (op == "Softplus") r[i] = std::log1p(std::exp(x));
-        else if (op == "Clip") r[i] = x;  // refused below unless it is a no-op
+        if (op == "Add")
+          r[i] = x + y;
+        else if (op == "Sub")
+          r[i] = x - y;
+        else if (op == "Mul")
+          r[i] = x * y;
+        else if (op == "Div")
+          r[i] = x / y;
+        else if (op == "Pow")
+          r[i] = std::pow(x, y);
+        else if (op == "Erf")
+          r[i] = std::erf(x);
+        else if (op == "Tanh")
+          r[i] = std::tanh(x);
+        else if (op == "Sigmoid")
+          r[i] = 1.0f / (1.0f + std::exp(-x));
+        else if (op == "Sqrt")
+          r[i] = std::sqrt(x);
+        else if (op == "Neg")
+          r[i] = -x;
+        else if (op == "Exp")
+          r[i] = std::exp(x);
+        else if (op == "Relu")
+          r[i] = std::max(x, 0.0f);
+        else if (op == "Abs")
+          r[i] = std::fabs(x);
+        else if (op == "Reciprocal")
+          r[i] = 1.0f / x;
+        else if (op == "Identity")
+          r[i] = x;
+        else if (op == "Softplus")
+          r[i] = std::log1p(std::exp(x));
+        else if (op == "Clip")
+          r[i] = x;  // refused below unless it is a no-op
         else if (op == "Gelu") {
           const Attribute* approx = node.attribute("approximate");
           const bool tanh = approx && approx->text && *approx->text == "tanh";
@@ -589,7 +608,8 @@ class Matcher {
       for (size_t i = 0; i < probe.size(); ++i) {
         const float x = probe[i];
         float ref = 0;
-        if (kind == EncoderActivation::kGeluErf) ref = 0.5f * x * (1 + std::erf(x * 0.7071067811865f));
+        if (kind == EncoderActivation::kGeluErf)
+          ref = 0.5f * x * (1 + std::erf(x * 0.7071067811865f));
         if (kind == EncoderActivation::kGeluTanh)
           ref = 0.5f * x * (1 + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
         if (kind == EncoderActivation::kQuickGelu) ref = x / (1 + std::exp(-1.702f * x));
@@ -602,9 +622,8 @@ class Matcher {
     }
     std::vector<std::string> ops;
     for (NodeId n : nodes) ops.push_back(g_.node(n).op_type);
-    why = {"unsupported_activation",
-           str_cat("the MLP activation (", join(ops, ","),
-                   ") is not erf GELU, tanh GELU or quick-GELU")};
+    why = {"unsupported_activation", str_cat("the MLP activation (", join(ops, ","),
+                                             ") is not erf GELU, tanh GELU or quick-GELU")};
     return std::nullopt;
   }
 
@@ -748,7 +767,8 @@ class Matcher {
     for (int guard = 0; guard < 4; ++guard) {
       const NodeId p = producer(s);
       if (is(p, "Add")) {
-        why = {"attention_mask", "the attention scores get an additive mask the plan cannot honour"};
+        why = {"attention_mask",
+               "the attention scores get an additive mask the plan cannot honour"};
         return std::nullopt;
       }
       if (!is(p, "Mul") && !is(p, "Div")) break;
@@ -827,10 +847,12 @@ class Matcher {
       for (int64_t hh = 0; hh < h; ++hh) {
         if (key) {
           for (int64_t c = 0; c < dh; ++c)
-            for (int64_t tt = 0; tt < t; ++tt) out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
+            for (int64_t tt = 0; tt < t; ++tt)
+              out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
         } else {
           for (int64_t tt = 0; tt < t; ++tt)
-            for (int64_t c = 0; c < dh; ++c) out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
+            for (int64_t c = 0; c < dh; ++c)
+              out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
         }
       }
       return out;
@@ -843,7 +865,8 @@ class Matcher {
     tm.shape = {1, h, t, dh};
     tm.data = expect(false);
     bool ok_m = replay(tm, merge) && tm.shape.size() == 3 && tm.shape[2] == d;
-    for (size_t i = 0; ok_m && i < tm.data.size(); ++i) ok_m = tm.data[i] == static_cast<int32_t>(i);
+    for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
+      ok_m = tm.data[i] == static_cast<int32_t>(i);
     if (!ok_q || !ok_k || !ok_v || !ok_m) {
       why = {"attention_layout",
              str_cat("the head split/merge does not move data as ", h, " heads of ", dh,
@@ -999,7 +1022,8 @@ class Matcher {
       used.insert(used.end(), local.begin(), local.end());
       return next;
     }
-    if (why.reason.empty()) why = {"no_block", str_cat("no transformer block reads '", name(h), "'")};
+    if (why.reason.empty())
+      why = {"no_block", str_cat("no transformer block reads '", name(h), "'")};
     return std::nullopt;
   }
 
@@ -1069,8 +1093,10 @@ class Matcher {
           if (!seen.insert(m).second) continue;
           for (ValueId out : g_.node(m).outputs)
             for (NodeId c : g_.value(out).consumers) {
-              if (claimed.count(c)) feeds_claim = true;
-              else forward.push_back(c);
+              if (claimed.count(c))
+                feeds_claim = true;
+              else
+                forward.push_back(c);
             }
         }
         if (!feeds_claim) continue;
@@ -1089,8 +1115,8 @@ class Matcher {
   mutable int64_t hidden_ = 0;
   mutable std::pair<ValueId, NormRef> last_norm1_{kNoValue, {}};
 
-  friend std::optional<Claim> match_encoder(const GraphView&, const EncoderMatcherOptions&,
-                                            NodeId, Fail&);
+  friend std::optional<Claim> match_encoder(const GraphView&, const EncoderMatcherOptions&, NodeId,
+                                            Fail&);
 
  public:
   // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.
@@ -1102,7 +1128,8 @@ class Matcher {
       return ref;
     }
     const NodeId p = producer(v);
-    if (is(p, "Expand") && float_constant(g_.node(p).input(0)) && non_shape_consumers(v).size() == 1) {
+    if (is(p, "Expand") && float_constant(g_.node(p).input(0)) &&
+        non_shape_consumers(v).size() == 1) {
       ref.constant = name(g_.node(p).input(0));
       used.push_back(p);
       return ref;
@@ -1171,8 +1198,8 @@ class Matcher {
       if (data_consumers.size() != 1) break;
       const NodeId c = data_consumers[0];
       const NodeInfo& node = g_.node(c);
-      if (!onnx_domain(node) || (node.op_type != "Reshape" && node.op_type != "Transpose" &&
-                                 node.op_type != "Flatten"))
+      if (!onnx_domain(node) ||
+          (node.op_type != "Reshape" && node.op_type != "Transpose" && node.op_type != "Flatten"))
         break;
       if (node.op_type == "Flatten") {
         why = {"patch_embedding", "Flatten to 2-D is not a token layout"};
@@ -1211,7 +1238,8 @@ class Matcher {
       const NodeInfo& cat = g_.node(c);
       const int64_t axis = cat.int_attribute("axis", 0);
       if ((axis != 1 && axis != -2) || cat.inputs.size() != 2 || cat.input(1) != v) {
-        why = {"class_token", "the patches are not concatenated after one prefix on the token axis"};
+        why = {"class_token",
+               "the patches are not concatenated after one prefix on the token axis"};
         return std::nullopt;
       }
       enc.cls = side(cat.input(0), used);
@@ -1270,7 +1298,8 @@ class Matcher {
       Used u;
       auto next = block(h, tokens, layer, u, next_why);
       if (next && layer.pre_norm) {
-        norm1_outputs[last_norm1_.first] = {static_cast<int>(stream.size() - 1), last_norm1_.second};
+        norm1_outputs[last_norm1_.first] = {static_cast<int>(stream.size() - 1),
+                                            last_norm1_.second};
       }
       if (!next) break;
       blocks_used.insert(blocks_used.end(), u.begin(), u.end());
@@ -1314,13 +1343,14 @@ class Matcher {
       enc.pos = {};
       enc.patch_weight.clear();
       enc.patch_bias.clear();
-      enc.note = "the embedding runs on the CPU EP: its position embedding depends on the "
-                 "claimed tokens through a non-shape node";
+      enc.note =
+          "the embedding runs on the CPU EP: its position embedding depends on the "
+          "claimed tokens through a non-shape node";
     }
     if (const NodeId between = close_over(claimed); between != kNoNode) {
-      why = {"interleaved_node", str_cat("'", g_.node(between).name, "' (",
-                                         g_.node(between).op_type,
-                                         ") sits between claimed nodes and cannot run inside")};
+      why = {"interleaved_node",
+             str_cat("'", g_.node(between).name, "' (", g_.node(between).op_type,
+                     ") sits between claimed nodes and cannot run inside")};
       return std::nullopt;
     }
     for (NodeId n : claimed) {
@@ -1340,9 +1370,8 @@ class Matcher {
           continue;
         }
         if (is_shape_node(n)) continue;  // shape arithmetic read outside too: computed again there
-        why = {"internal_value_escapes",
-               str_cat("'", info.name, "' (", g_.node(n).op_type,
-                       ") inside the encoder is also read outside it")};
+        why = {"internal_value_escapes", str_cat("'", info.name, "' (", g_.node(n).op_type,
+                                                 ") inside the encoder is also read outside it")};
         return std::nullopt;
       }
     }
@@ -1357,12 +1386,16 @@ class Matcher {
     bool layer_scale = !enc.layers[0].layer_scale1.empty();
     int taps = 0;
     for (const auto& e : enc.exits) taps += e.norm >= 0 && e.stream_index > 0 ? 1 : 0;
-    if (layer_scale && taps >= 4) enc.family = "depth_anything";
-    else if (layer_scale) enc.family = "dinov2";
+    if (layer_scale && taps >= 4)
+      enc.family = "depth_anything";
+    else if (layer_scale)
+      enc.family = "dinov2";
     else if (enc.pre_norm && enc.layers[0].activation == EncoderActivation::kQuickGelu)
       enc.family = "clip";
-    else if (!enc.cls.present && enc.from_pixels) enc.family = "siglip";
-    else enc.family = "vit";
+    else if (!enc.cls.present && enc.from_pixels)
+      enc.family = "siglip";
+    else
+      enc.family = "vit";
 
     Claim claim;
     claim.kind = ClaimKind::kVisionEncoder;

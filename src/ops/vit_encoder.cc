@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/fp16.h"
 #include "core/strings.h"
+#include "host/host_device.h"
 
 namespace npuflow {
 namespace {
@@ -67,13 +69,14 @@ const float* side_rows(const float* data, const std::vector<int64_t>& shape, int
 Status check_side_shape(const char* what, const std::vector<int64_t>& shape, int64_t rows,
                         int64_t d, int64_t batch) {
   if (shape.size() < 2 || shape.back() != d || (rows >= 0 && shape[shape.size() - 2] != rows)) {
-    return invalid_argument(str_cat(what, " has shape ", shape_string(shape), ", expected [..,",
-                                    rows, ",", d, "]"));
+    return invalid_argument(
+        str_cat(what, " has shape ", shape_string(shape), ", expected [..,", rows, ",", d, "]"));
   }
   int64_t lead = 1;
   for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
   if (lead != 1 && lead != batch) {
-    return invalid_argument(str_cat(what, " has shape ", shape_string(shape), " for batch ", batch));
+    return invalid_argument(
+        str_cat(what, " has shape ", shape_string(shape), " for batch ", batch));
   }
   return Status::ok();
 }
@@ -103,13 +106,13 @@ struct VitEncoder::Scratch {
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
 };
 
-Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name,
-                                                       const VitEncoderSpec& spec,
+Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const VitEncoderSpec& spec,
                                                        std::shared_ptr<Device> device,
                                                        Logger logger) {
   std::unique_ptr<VitEncoder> plan(new VitEncoder);
   plan->name_ = std::move(name);
   plan->device_ = std::move(device);
+  if (plan->device_->name() != "host") plan->host_ = std::make_shared<HostDevice>(DeviceOptions{});
   plan->logger_ = std::move(logger);
   plan->hidden_ = spec.hidden;
   plan->heads_ = spec.heads;
@@ -117,8 +120,8 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name,
   plan->scratch_ = std::make_unique<Scratch>();
   const int64_t d = spec.hidden;
   if (d <= 0 || spec.heads <= 0 || d % spec.heads != 0) {
-    return invalid_argument(str_cat("hidden size ", d, " does not split into ", spec.heads,
-                                    " heads"));
+    return invalid_argument(
+        str_cat("hidden size ", d, " does not split into ", spec.heads, " heads"));
   }
   Device& dev = *plan->device_;
 
@@ -149,11 +152,30 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name,
       }
       col += n;
     }
+    dense.k = k;
+    dense.n = n_total;
+    if (plan->host_) {
+      // An NPU computes fp16: pack the weight rounded to fp16, and keep an exact host copy for
+      // the calls it refuses (contract, tiling) or fails.
+      std::vector<uint16_t> half(w.size());
+      for (size_t i = 0; i < w.size(); ++i) half[i] = float_to_half_bits(w[i]);
+      auto packed = dev.pack_fp16_weight(half.data(), k, n_total);
+      if (packed.is_ok()) {
+        dense.packed = std::move(packed).value();
+        dense.fp16 = true;
+      } else {
+        plan->logger_.warning(str_cat(plan->name_, ": ", dev.name(), " cannot hold a ", k, "x",
+                                      n_total, " weight (", packed.status().to_string(),
+                                      "); it runs on the host"));
+      }
+      auto fallback = plan->host_->pack_float_weight(w.data(), k, n_total);
+      if (!fallback.is_ok()) return fallback.status();
+      dense.fallback = std::move(fallback).value();
+      return dense;
+    }
     auto packed = dev.pack_float_weight(w.data(), k, n_total);
     if (!packed.is_ok()) return packed.status();
     dense.packed = std::move(packed).value();
-    dense.k = k;
-    dense.n = n_total;
     return dense;
   };
   auto norm = [](const NormWeights& w) {
@@ -227,10 +249,10 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name,
 VitEncoder::~VitEncoder() = default;
 
 size_t VitEncoder::resident_bytes() const {
-  size_t bytes = patch_.packed ? patch_.packed->resident_bytes() : 0;
+  auto bytes_of = [](const Dense& d) { return d.packed ? d.packed->resident_bytes() : size_t{0}; };
+  size_t bytes = bytes_of(patch_);
   for (const Layer& l : layers_) {
-    bytes += l.qkv.packed->resident_bytes() + l.o.packed->resident_bytes() +
-             l.fc1.packed->resident_bytes() + l.fc2.packed->resident_bytes();
+    bytes += bytes_of(l.qkv) + bytes_of(l.o) + bytes_of(l.fc1) + bytes_of(l.fc2);
   }
   return bytes;
 }
@@ -244,17 +266,16 @@ Result<std::vector<int64_t>> VitEncoder::output_shape(const FloatInput& main,
     return main.shape;
   }
   if (main.shape.size() != 4 || main.shape[1] != channels_) {
-    return invalid_argument(str_cat("pixels have shape ", shape_string(main.shape), ", expected [B,",
-                                    channels_, ",H,W]"));
+    return invalid_argument(str_cat("pixels have shape ", shape_string(main.shape),
+                                    ", expected [B,", channels_, ",H,W]"));
   }
   const int64_t gh = (main.shape[2] - kernel_h_) / stride_h_ + 1;
   const int64_t gw = (main.shape[3] - kernel_w_) / stride_w_ + 1;
   if (gh <= 0 || gw <= 0) return invalid_argument("image smaller than one patch");
   int64_t prefix = 0;
   if (cls_spec_.present) {
-    const std::vector<int64_t>& shape = cls_spec_.constant
-                                            ? cls_shape_
-                                            : side.at(static_cast<size_t>(cls_spec_.input_index)).shape;
+    const std::vector<int64_t>& shape =
+        cls_spec_.constant ? cls_shape_ : side.at(static_cast<size_t>(cls_spec_.input_index)).shape;
     if (shape.size() < 2) return invalid_argument("class token has rank < 2");
     prefix = shape[shape.size() - 2];
   }
@@ -263,8 +284,29 @@ Result<std::vector<int64_t>> VitEncoder::output_shape(const FloatInput& main,
 
 Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
                            float* y, const ExecContext& context) const {
-  // The one device call site: an fp16 device primitive replaces gemm_float here.
-  NPUFLOW_RETURN_IF_ERROR(device_->gemm_float(x, rows_padded, *dense.packed, y, context));
+  // The one device call site.
+  Status status;
+  if (dense.fp16) {
+    thread_local std::vector<uint16_t> half;
+    const size_t count = static_cast<size_t>(rows_padded * dense.k);
+    if (half.size() < count) half.resize(count);
+    for (size_t i = 0; i < count; ++i) half[i] = float_to_half_bits(x[i]);
+    status = device_->gemm_fp16(half.data(), rows_padded, *dense.packed, y, ElementType::kFloat32,
+                                context);
+  } else if (dense.packed) {
+    status = device_->gemm_float(x, rows_padded, *dense.packed, y, context);
+  } else {
+    status = unsupported("the weight is not on the device");
+  }
+  if (!status.is_ok()) {
+    if (!dense.fallback) return status;
+    if (!fallback_logged_.exchange(true)) {
+      logger_.warning(str_cat(name_, ": ", device_->name(), " refused a ", rows_padded, "x",
+                              dense.k, "x", dense.n, " projection (", status.to_string(),
+                              "); such calls run on the host (reported once)"));
+    }
+    NPUFLOW_RETURN_IF_ERROR(host_->gemm_float(x, rows_padded, *dense.fallback, y, context));
+  }
   for (int64_t r = 0; r < rows; ++r) {
     float* out = y + r * dense.n;
     for (int64_t c = 0; c < dense.n; ++c) out[c] += dense.bias[static_cast<size_t>(c)];
@@ -305,7 +347,8 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       pos = in.data;
       pos_shape = in.shape;
     }
-    NPUFLOW_RETURN_IF_ERROR(check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
+    NPUFLOW_RETURN_IF_ERROR(
+        check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -336,10 +379,9 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
-    NPUFLOW_RETURN_IF_ERROR(run_one(image, cls_b, pos_b, tokens, tokens - prefix, gw,
-                                    from_pixels_ ? main.shape[1] : 0,
-                                    from_pixels_ ? main.shape[2] : 0,
-                                    from_pixels_ ? main.shape[3] : 0, exits, b, s, context));
+    NPUFLOW_RETURN_IF_ERROR(run_one(
+        image, cls_b, pos_b, tokens, tokens - prefix, gw, from_pixels_ ? main.shape[1] : 0,
+        from_pixels_ ? main.shape[2] : 0, from_pixels_ ? main.shape[3] : 0, exits, b, s, context));
   }
   return Status::ok();
 }
@@ -381,8 +423,8 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     std::memcpy(h, main, static_cast<size_t>(tokens * d) * 4);
   }
   zero_rows(h, tokens, tp, d);
-  if (pre_norm_) layer_norm_rows(h, tokens, d, pre_norm_->gamma, pre_norm_->beta,
-                                 pre_norm_->epsilon, h);
+  if (pre_norm_)
+    layer_norm_rows(h, tokens, d, pre_norm_->gamma, pre_norm_->beta, pre_norm_->epsilon, h);
 
   auto emit = [&](int stream_index) {
     for (size_t e = 0; e < exits_.size(); ++e) {

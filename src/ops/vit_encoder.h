@@ -6,6 +6,7 @@
 // device matmuls (one call site, `project`), attention, norms and activations as host ops.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,8 +32,8 @@ struct FloatRef {
 };
 
 struct DenseWeights {
-  FloatRef weight;           // K x N (MatMul) or N x K (Gemm transB=1)
-  bool transposed = false;   // weight is N x K
+  FloatRef weight;               // K x N (MatMul) or N x K (Gemm transB=1)
+  bool transposed = false;       // weight is N x K
   std::optional<FloatRef> bias;  // N
 };
 
@@ -74,8 +75,8 @@ struct VitEncoderSpec {
   int64_t heads = 0;
   bool from_pixels = true;  // false: the plan starts at the residual stream (a [B,T,D] input)
   PatchEmbedWeights patch;
-  SideOperand cls;  // [.., n_prefix, D] tokens before the patches
-  SideOperand pos;  // [.., T, D] added after the concat
+  SideOperand cls;                      // [.., n_prefix, D] tokens before the patches
+  SideOperand pos;                      // [.., T, D] added after the concat
   std::optional<NormWeights> pre_norm;  // CLIP's pre-encoder LayerNorm
   std::vector<EncoderLayerWeights> layers;
   std::vector<NormWeights> exit_norms;
@@ -108,7 +109,11 @@ class VitEncoder {
 
  private:
   struct Dense {
+    // On the session's device: fp32 where it computes fp32 (host), else fp16 (an NPU), with
+    // fp32 results. `fallback` (host, fp32) serves calls the device refuses or fails.
     std::unique_ptr<PackedWeight> packed;
+    bool fp16 = false;
+    std::unique_ptr<PackedWeight> fallback;
     std::vector<float> bias;
     int64_t k = 0, n = 0;
   };
@@ -128,15 +133,17 @@ class VitEncoder {
   struct Scratch;
 
   VitEncoder() = default;
-  Status project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
-                 float* y, const ExecContext& context) const;
+  Status project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows, float* y,
+                 const ExecContext& context) const;
   Status run_one(const float* main, const float* cls, const float* pos, int64_t tokens,
                  int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height,
-                 int64_t width, const std::vector<float*>& exits, int64_t image,
-                 Scratch& scratch, const ExecContext& context) const;
+                 int64_t width, const std::vector<float*>& exits, int64_t image, Scratch& scratch,
+                 const ExecContext& context) const;
 
   std::string name_;
   std::shared_ptr<Device> device_;
+  std::shared_ptr<Device> host_;  // the exact fallback when device_ is not the host
+  mutable std::atomic<bool> fallback_logged_{false};
   Logger logger_;
   int64_t hidden_ = 0, heads_ = 0;
   bool from_pixels_ = true;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "core/strings.h"
@@ -152,7 +152,8 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     NPUFLOW_ORT_CHECK(
         api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size(), &fusion));
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const EncoderExitRef& exit : claim.encoder.exits) encoders_by_exit_[exit.value] = claim.encoder;
+    for (const EncoderExitRef& exit : claim.encoder.exits)
+      encoders_by_exit_[exit.value] = claim.encoder;
   }
   const bool saw_encoders = encoders.candidates > 0 || !encoders.claims.empty();
   if (saw_encoders) {
@@ -363,7 +364,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   };
   EncoderNodeBinding binding;
   auto main = input_index(claim.input);
-  if (!main) return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));
+  if (!main)
+    return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));
   binding.main_input = *main;
   auto side = [&](const SideRef& s, SideOperand& operand) -> Status {
     operand.present = s.present;
@@ -381,7 +383,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
       return Status::ok();
     }
     const ValueId ids = view.find_value(s.gather_indices);
-    if (!view.is_constant(ids) || view.value(ids).type != ElementType::kInt64 || table.shape.size() != 2)
+    if (!view.is_constant(ids) || view.value(ids).type != ElementType::kInt64 ||
+        table.shape.size() != 2)
       return internal_error("a gathered side operand is not a constant int64 gather of rows");
     const ValueInfo& iv = view.value(ids);
     const auto* idx = static_cast<const int64_t*>(iv.constant->data);
@@ -390,7 +393,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     for (size_t i = 0; i < count; ++i) {
       int64_t r = idx[i] < 0 ? idx[i] + table.shape[0] : idx[i];
       if (r < 0 || r >= table.shape[0]) return invalid_argument("gather index out of range");
-      rows.insert(rows.end(), table.data + r * table.shape[1], table.data + (r + 1) * table.shape[1]);
+      rows.insert(rows.end(), table.data + r * table.shape[1],
+                  table.data + (r + 1) * table.shape[1]);
     }
     owned.push_back(std::move(rows));
     std::vector<int64_t> shape = iv.shape;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,45 @@ def test_fixture_is_claimed_and_matches_the_cpu_ep(sessions, model, level):
                               npu.run(None, feed)):
         assert got.shape == ref.shape
         assert cosine(ref, got) >= BAR, (model, level, name)
+
+
+SIM_BAR = 0.9999
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fixture_on_the_simulator_matches_the_cpu_ep(sessions, model, capfd):
+    """The same encoders on `sim`: projections in the NPU's fp16 with fp32 results, every call
+    on the simulated device (the profile shows calls and no refusal or failed submit)."""
+    path = str(FIXTURES / model)
+    npu, records = sessions.npuflow(path, level="all", options={"device": "sim", "prof": "1"})
+    assert len(vision_claims(records)) == 1, vision_refusals(records)
+    feed = pixels(path)
+    cpu = sessions.cpu(path, level="all")
+    for name, ref, got in zip([o.name for o in cpu.get_outputs()], cpu.run(None, feed),
+                              npu.run(None, feed)):
+        assert cosine(ref, got) >= SIM_BAR, (model, name)
+    del npu  # the profile prints when the session ends
+    import gc
+    gc.collect()
+    err = capfd.readouterr().err
+    profile = re.search(r"sim profile: (\d+) calls \((\d+) refused, (\d+) failed", err)
+    assert profile, err[-2000:]
+    assert int(profile.group(1)) > 0 and profile.group(2) == "0" and profile.group(3) == "0"
+    assert "refused a" not in err  # no projection fell back to the host
+
+
+def test_failed_device_calls_fall_back_to_the_host_and_still_match(sessions, capfd):
+    path = str(FIXTURES / "clip_dynamo.onnx")
+    npu, records = sessions.npuflow(path, level="all",
+                                    options={"device": "sim", "sim_fail_every": "3"})
+    assert len(vision_claims(records)) == 1
+    feed = pixels(path)
+    cpu = sessions.cpu(path, level="all")
+    for ref, got in zip(cpu.run(None, feed), npu.run(None, feed)):
+        assert cosine(ref, got) >= SIM_BAR
+    err = capfd.readouterr().err
+    assert "such calls run on the host (reported once)" in err
+    assert err.count("such calls run on the host") == 1
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS if "torchscript" in m][:3])
