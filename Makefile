@@ -87,6 +87,8 @@ fixtures:
 fixtures-full:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py full $(FIXTURES_FULL_DIR)
 
-# The cosine table of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures).
+# The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
+# DEVICE=sim for the simulator's table).
+DEVICE ?= host
 faithfulness: build
-	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/faithfulness.py $(FIXTURES)
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/faithfulness.py --device $(DEVICE) $(FIXTURES)

@@ -56,13 +56,20 @@ def run(path: str, level: str, devices, options=None, batch=1):
 def main():
     ort.register_execution_provider_library("npuflow", str(BUILD / "lib" / "libonnxruntime_npuflow.so"))
     devices = [d for d in ort.get_ep_devices() if d.ep_name == "NpuflowExecutionProvider"]
-    dirs = [Path(p) for p in sys.argv[1:]] or [ROOT / "tests" / "fixtures" / "vision"]
+    args = sys.argv[1:]
+    device = "host"
+    if "--device" in args:
+        at = args.index("--device")
+        device = args[at + 1]
+        del args[at:at + 2]
+    dirs = [Path(p) for p in args] or [ROOT / "tests" / "fixtures" / "vision"]
+    print(f"device: {device}")
     print("| fixture | level | encoder claim | outputs: cosine vs CPU EP |")
     print("|---|---|---|---|")
     for d in dirs:
         for path in sorted(d.glob("*.onnx")):
             for level in LEVELS:
-                cos, records = run(str(path), level, devices)
+                cos, records = run(str(path), level, devices, {"device": device})
                 claims = [c for r in records for c in r["claims"] if c["kind"] == "vision_encoder"]
                 refusals = [x["reason"] for r in records if r.get("matcher") == "vision"
                             for x in r["refusals"]]
