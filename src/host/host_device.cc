@@ -63,17 +63,27 @@ class Block {
   int64_t width() const { return width_; }
   const dnnl::memory& packed() const { return packed_; }
 
-  Result<dnnl::matmul> primitive_for(const dnnl::engine& engine, int64_t m, int64_t k, dnnl_dt src,
-                                     dnnl_dt dst) const {
+  // The primitive and the scratchpad it needs. The scratchpad is the caller's (scratchpad_mode
+  // user): with the library's own, concurrent executions of one primitive (two row panels of
+  // this block on two threads) would share it and corrupt each other.
+  struct Primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc scratchpad;
+  };
+
+  Result<Primitive> primitive_for(const dnnl::engine& engine, int64_t m, int64_t k, dnnl_dt src,
+                                  dnnl_dt dst) const {
     const auto key = std::make_pair(m, static_cast<int>(src));
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = primitives_.find(key); it != primitives_.end()) return it->second;
     try {
       dnnl::memory::desc src_desc({m, k}, src, dnnl_tag::ab);
       dnnl::memory::desc dst_desc({m, width_}, dst, dnnl_tag::ab);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_desc, packed_.get_desc(), dst_desc),
-                                      engine);
-      dnnl::matmul primitive(pd);
+                                      attr, engine);
+      Primitive primitive{dnnl::matmul(pd), pd.scratchpad_desc()};
       primitives_.emplace(key, primitive);
       return primitive;
     } catch (const dnnl::error& e) {
@@ -87,7 +97,7 @@ class Block {
   int64_t width_;
   dnnl::memory packed_;
   mutable std::mutex mutex_;
-  mutable std::map<std::pair<int64_t, int>, dnnl::matmul> primitives_;
+  mutable std::map<std::pair<int64_t, int>, Primitive> primitives_;
 };
 
 class OneDnnWeight final : public PackedWeight {
@@ -201,7 +211,7 @@ struct HostDevice::Impl {
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
     // Resolve every primitive first so a refusal happens before any result is handed out.
-    std::vector<dnnl::matmul> full_panel, last_panel;
+    std::vector<Block::Primitive> full_panel, last_panel;
     for (const Block& block : blocks) {
       for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
                                std::pair{last_panel_rows, &last_panel}}) {
@@ -233,10 +243,17 @@ struct HostDevice::Impl {
                          const_cast<uint8_t*>(static_cast<const uint8_t*>(a) + row * a_row_bytes));
         dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
                          block_out.data());
-        const dnnl::matmul& primitive =
+        const Block::Primitive& primitive =
             panel == panels - 1 ? last_panel[block_index] : full_panel[block_index];
-        primitive.execute(
-            stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed()}, {DNNL_ARG_DST, dst}});
+        // Each thread brings its own scratchpad (see Block::Primitive).
+        thread_local std::vector<uint8_t> scratch;
+        const size_t scratch_bytes = primitive.scratchpad.get_size();
+        if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
+        dnnl::memory scratchpad(primitive.scratchpad, engine, scratch.data());
+        primitive.matmul.execute(stream, {{DNNL_ARG_SRC, src},
+                                          {DNNL_ARG_WEIGHTS, block.packed()},
+                                          {DNNL_ARG_DST, dst},
+                                          {DNNL_ARG_SCRATCHPAD, scratchpad}});
         stream.wait();
         sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {

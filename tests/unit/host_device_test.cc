@@ -210,3 +210,64 @@ TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
 
 }  // namespace
 }  // namespace npuflow
+
+namespace npuflow {
+namespace {
+
+// oneDNN's library-managed scratchpad is per primitive unless the library was built for
+// concurrent execution: tasks of one column block in different row panels must not share it.
+ExecContext two_threads() {
+  ExecContext context;
+  context.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
+    std::thread other([&] {
+      for (size_t i = 1; i < count; i += 2) task(i);
+    });
+    for (size_t i = 0; i < count; i += 2) task(i);
+    other.join();
+  };
+  return context;
+}
+
+TEST(HostDevice, ConcurrentRowPanelsOfOneBlockStayExact) {
+  const int64_t m = 1024, k = 576, n = 256;  // eight row panels of one column block
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> i8(-128, 127);
+  std::vector<int8_t> a(m * k), w(k * n);
+  for (auto& v : a) v = static_cast<int8_t>(i8(rng));
+  for (auto& v : w) v = static_cast<int8_t>(i8(rng));
+  HostDevice device({});
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  const auto expected = brute_force(a, w, m, k, n);
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    std::vector<int32_t> c(m * n, 0);
+    ASSERT_TRUE(
+        device.gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), two_threads())
+            .is_ok());
+    ASSERT_EQ(c, expected) << "repeat " << repeat;
+  }
+}
+
+TEST(HostDevice, ConcurrentRowPanelsOfOneFloatBlockMatchTheReference) {
+  const int64_t m = 1024, k = 576, n = 256;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(m * k), w(k * n);
+  for (auto& v : a) v = normal(rng);
+  for (auto& v : w) v = normal(rng);
+  HostDevice device({});
+  auto packed = device.pack_float_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<float> serial(m * n), parallel(m * n);
+  ASSERT_TRUE(device.gemm_float(a.data(), m, *packed.value(), serial.data(), {}).is_ok());
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    ASSERT_TRUE(
+        device.gemm_float(a.data(), m, *packed.value(), parallel.data(), two_threads()).is_ok());
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_NEAR(parallel[i], serial[i], 1e-3f * (1.0f + std::abs(serial[i]))) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npuflow
