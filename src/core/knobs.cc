@@ -26,6 +26,18 @@ constexpr std::array kKnobs = {
              "Threads the host device starts itself when ONNX Runtime lends it no pool. Inside a "
              "session npuflow runs on the session's intra-op threads and this is unused; 0 means "
              "one per core."},
+    KnobSpec{"min_m", "NPUFLOW_MIN_M", KnobKind::kInt, "128", "1..1048576",
+             "ggml backend: a MUL_MAT with an F32/F16/BF16 weight runs on NPUFLOW only with at "
+             "least this many activation rows; fewer (decode) stay on the CPU backend."},
+    KnobSpec{"min_m_quant", "NPUFLOW_MIN_M_QUANT", KnobKind::kInt, "128", "1..1048576",
+             "ggml backend: the same threshold for quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, "
+             "Q5_K, Q6_K), which are dequantized once and stay resident."},
+    KnobSpec{"cache_mb", "NPUFLOW_CACHE_MB", KnobKind::kInt, "0", "0..16777216",
+             "ggml backend: budget in MiB for resident (dequantized, packed) weights; least "
+             "recently used ones are dropped beyond it. 0 means no limit."},
+    KnobSpec{"prof", "NPUFLOW_PROF", KnobKind::kBool, "0", "",
+             "ggml backend: print the backend's counters (MUL_MATs run, M histogram, resident "
+             "weights) to stderr when the backend is freed."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},
