@@ -79,7 +79,7 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
       case GGML_OP_MUL_MAT: {
         Status status = ctx->engine.compute(node, exec);
         if (!status.is_ok()) {
-          g_reg->logger.error(str_cat("npuflow: ", status.to_string()));
+          g_reg->logger.error(str_cat("", status.to_string()));
           return GGML_STATUS_FAILED;
         }
         break;
@@ -92,7 +92,7 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
         break;
       default:
         g_reg->logger.error(
-            str_cat("npuflow: NPUFLOW was given op ", ggml_op_desc(node), " it never claims"));
+            str_cat("NPUFLOW was given op ", ggml_op_desc(node), " it never claims"));
         return GGML_STATUS_FAILED;
     }
   }
@@ -183,7 +183,7 @@ bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
       const RouteVerdict verdict = route_matmul(candidate, g_reg->routing);
       counters().count_supports(verdict.accept);
       if (g_reg->logger.enabled(LogLevel::kTrace)) {
-        g_reg->logger.trace(str_cat("npuflow: supports_op MUL_MAT '", op->name, "' ",
+        g_reg->logger.trace(str_cat("supports_op MUL_MAT '", op->name, "' ",
                                     describe(candidate), " -> ",
                                     verdict.accept ? "yes" : verdict.reason));
       }
@@ -271,7 +271,7 @@ RegContext* create_reg_context() {
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
   ctx->description = str_cat("npuflow on ", ctx->device->description());
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
-  ctx->logger.info(str_cat("npuflow: NPUFLOW device ready: ", ctx->description,
+  ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description,
                            "; MUL_MAT offload from M>=", ctx->routing.min_m, " (float weights), M>=",
                            ctx->routing.min_m_quant, " (quantized)"));
   return ctx.release();

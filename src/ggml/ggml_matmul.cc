@@ -162,7 +162,7 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   if (fallback) {
     // A claim never fails a run: the host reference computes the same product.
     if (!warned_fallback_) {
-      logger_.warning(str_cat("npuflow: device ", device_.name(), " could not run MUL_MAT '",
+      logger_.warning(str_cat("device ", device_.name(), " could not run MUL_MAT '",
                               node->name, "' (", describe(c), "): ", status.to_string(),
                               "; running it on the host reference (said once)"));
       warned_fallback_ = true;
@@ -171,7 +171,7 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
     fallbacks_++;
   }
   if (logger_.enabled(LogLevel::kTrace)) {
-    logger_.trace(str_cat("npuflow: MUL_MAT '", node->name, "' ", describe(c),
+    logger_.trace(str_cat("MUL_MAT '", node->name, "' ", describe(c),
                           fallback ? " on host reference" : " on device"));
   }
   mul_mats_++;
