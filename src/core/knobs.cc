@@ -45,8 +45,18 @@ constexpr std::array kKnobs = {
              "sim only: worker fds the simulated library splits N across (ROCKET_N_THREADS, "
              "default 5 for 3 cores). The split changes tiling, hence fp16 rounding."},
     KnobSpec{"prof", "NPUFLOW_PROF", KnobKind::kBool, "0", "",
-             "1 prints the session profile to stderr when the session ends: calls per route and, "
-             "on sim, submits, tiles, bytes moved and the modelled RK3588 time."},
+             "1 prints a profile to stderr: when an ONNX Runtime session ends, calls per route "
+             "and, on sim, submits, tiles, bytes moved and the modelled RK3588 time; when the "
+             "ggml backend is freed, its counters (MUL_MATs run, M histogram, resident weights)."},
+    KnobSpec{"min_m", "NPUFLOW_MIN_M", KnobKind::kInt, "128", "1..1048576",
+             "ggml backend: a MUL_MAT with an F32/F16/BF16 weight runs on NPUFLOW only with at "
+             "least this many activation rows; fewer (decode) stay on the CPU backend."},
+    KnobSpec{"min_m_quant", "NPUFLOW_MIN_M_QUANT", KnobKind::kInt, "128", "1..1048576",
+             "ggml backend: the same threshold for quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, "
+             "Q5_K, Q6_K), which are dequantized once and stay resident."},
+    KnobSpec{"cache_mb", "NPUFLOW_CACHE_MB", KnobKind::kInt, "0", "0..16777216",
+             "ggml backend: budget in MiB for resident (dequantized, packed) weights; least "
+             "recently used ones are dropped beyond it. 0 means no limit."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},

@@ -83,6 +83,10 @@ class Device {
   // the activation with zero rows up to it and drops those rows of the result (the RK3588 NPU is
   // wrong below 4 rows, so its planners refuse M % 4 != 0). 1: any M.
   virtual int64_t row_multiple(ElementType /*operand*/) const { return 1; }
+  // The fewest rows a call on a resident weight of this operand type may have: a device that
+  // plans resident weights for one row count (RK3588 fp16: 256) serves fewer rows only when the
+  // caller pads them with zeros. 1 when any count is served.
+  virtual int64_t resident_min_rows(ElementType /*operand*/) const { return 1; }
 
   // The primitives below are optional: the defaults refuse with kUnsupported, and the caller runs
   // the same primitive on the host device. The host implements each as the exact reference (fp32

@@ -287,12 +287,22 @@ Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padd
   // The one device call site.
   Status status;
   if (dense.fp16) {
+    // fp16 operands, fp32 results; rows padded with zeros up to what the resident plan serves.
+    const int64_t device_rows =
+        std::max(rows_padded, device_->resident_min_rows(ElementType::kFloat16));
     thread_local std::vector<uint16_t> half;
+    thread_local std::vector<float> padded_out;
+    half.assign(static_cast<size_t>(device_rows * dense.k), 0);
     const size_t count = static_cast<size_t>(rows_padded * dense.k);
-    if (half.size() < count) half.resize(count);
     for (size_t i = 0; i < count; ++i) half[i] = float_to_half_bits(x[i]);
-    status = device_->gemm_fp16(half.data(), rows_padded, *dense.packed, y, ElementType::kFloat32,
+    float* out = y;
+    if (device_rows != rows_padded) {
+      padded_out.resize(static_cast<size_t>(device_rows * dense.n));
+      out = padded_out.data();
+    }
+    status = device_->gemm_fp16(half.data(), device_rows, *dense.packed, out, ElementType::kFloat32,
                                 context);
+    if (status.is_ok() && out != y) std::copy(out, out + rows_padded * dense.n, y);
   } else if (dense.packed) {
     status = device_->gemm_float(x, rows_padded, *dense.packed, y, context);
   } else {

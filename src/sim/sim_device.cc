@@ -143,6 +143,12 @@ uint64_t SimDevice::iova_in_use(int fd) const {
   return fd >= 0 && static_cast<size_t>(fd) < state_->iova.size() ? state_->iova[fd] : 0;
 }
 
+int64_t SimDevice::resident_min_rows(ElementType operand) const {
+  // A resident fp16 weight serves only row counts that plan its tiles (RU
+  // src/rocket_prepacked.c:409-446); padding to the plan's rows always does.
+  return operand == ElementType::kFloat16 ? kResidentPlanRows : 1;
+}
+
 int64_t SimDevice::row_multiple(ElementType) const {
   return 4;
 }

@@ -71,6 +71,7 @@ class SimDevice final : public Device {
                     const ExecContext& context) override;
 
   int64_t row_multiple(ElementType operand) const override;
+  int64_t resident_min_rows(ElementType operand) const override;
 
   Result<std::unique_ptr<PackedWeight>> pack_fp16_weight(const uint16_t* weight, int64_t k,
                                                          int64_t n) override;

@@ -1,0 +1,33 @@
+// The C surface of libggml-npuflow.so beyond the ggml backend ABI: counters that tests and tools
+// read through ggml_backend_reg_get_proc_address(reg, "ggml_backend_npuflow_get_stats"). Plain C
+// so that a host program needs nothing but this header.
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGML_NPUFLOW_M_BUCKETS 8
+
+struct ggml_npuflow_stats {
+  int64_t mul_mat;  // MUL_MAT nodes computed by NPUFLOW (all backends of this library)
+  int64_t mul_mat_host_fallback;  // of those, run on the host reference after a device refusal
+  int64_t min_m_seen;             // smallest activation row count computed (0 if none)
+  int64_t max_m_seen;
+  // M histogram: [1], [2,16), [16,64), [64,128), [128,512), [512,2048), [2048,8192), [8192,inf)
+  int64_t m_hist[GGML_NPUFLOW_M_BUCKETS];
+  int64_t weights_packed;        // dequantize + pack events (first use or stale fingerprint)
+  int64_t weights_repacked;      // of those, a known identity whose fingerprint changed
+  int64_t weight_hits;           // resident weight reused
+  int64_t supports_mul_mat_yes;  // supports_op answers for MUL_MAT
+  int64_t supports_mul_mat_no;
+};
+
+typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);
+typedef void (*ggml_npuflow_reset_stats_t)(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,302 @@
+// libggml-npuflow.so: a runtime-loadable ggml backend (GGML_BACKEND_PATH) that registers one
+// ACCEL device, NPUFLOW, beside the CPU backend, in the manner of ggml's BLAS backend. It claims
+// the prefill MUL_MATs (activation rows >= min_m) whose weights it can keep resident on the
+// device chosen by the `device` knob; everything else, decode included, stays on the CPU.
+#include <omp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/knobs.h"
+#include "core/strings.h"
+#include "ggml-backend-impl.h"
+#include "ggml-backend.h"
+#include "ggml/ggml-npuflow.h"
+#include "ggml/ggml_matmul.h"
+#include "route/device_selection.h"
+
+namespace npuflow::ggml {
+namespace {
+
+struct RegContext {
+  Knobs knobs = Knobs::defaults();
+  Logger logger;
+  std::unique_ptr<Device> device;
+  MatmulRouting routing;
+  std::string description;
+  bool report = false;  // print each backend's summary when it is freed
+};
+
+RegContext* g_reg = nullptr;
+
+struct BackendContext {
+  explicit BackendContext(RegContext& reg)
+      : engine(*reg.device, reg.logger,
+               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024) {}
+  MatmulEngine engine;
+  int n_threads = 0;  // 0: the `threads` knob, else one per core
+};
+
+int resolve_threads(const BackendContext& ctx) {
+  if (ctx.n_threads > 0) return ctx.n_threads;
+  const int64_t knob = g_reg->knobs.integer("threads");
+  if (knob > 0) return static_cast<int>(knob);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// ---- backend (stream) ----
+
+const char* backend_get_name(ggml_backend_t) {
+  return "NPUFLOW";
+}
+
+void backend_free(ggml_backend_t backend) {
+  auto* ctx = static_cast<BackendContext*>(backend->context);
+  if (g_reg->report) {
+    std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n", g_reg->device->name().data(),
+                 ctx->engine.summary().c_str());
+  }
+  delete ctx;
+  delete backend;
+}
+
+ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
+  auto* ctx = static_cast<BackendContext*>(backend->context);
+  const int threads = resolve_threads(*ctx);
+  ExecContext exec;
+  if (threads > 1) {
+    exec.parallel_for = [threads](size_t count, const std::function<void(size_t)>& task) {
+      const int64_t n = static_cast<int64_t>(count);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+      for (int64_t i = 0; i < n; ++i) task(static_cast<size_t>(i));
+    };
+  }
+  for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
+    ggml_tensor* node = ggml_graph_node(graph, i);
+    if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0) continue;
+    switch (node->op) {
+      case GGML_OP_MUL_MAT: {
+        Status status = ctx->engine.compute(node, exec);
+        if (!status.is_ok()) {
+          g_reg->logger.error(str_cat("", status.to_string()));
+          return GGML_STATUS_FAILED;
+        }
+        break;
+      }
+      case GGML_OP_NONE:
+      case GGML_OP_RESHAPE:
+      case GGML_OP_VIEW:
+      case GGML_OP_PERMUTE:
+      case GGML_OP_TRANSPOSE:
+        break;
+      default:
+        g_reg->logger.error(
+            str_cat("NPUFLOW was given op ", ggml_op_desc(node), " it never claims"));
+        return GGML_STATUS_FAILED;
+    }
+  }
+  return GGML_STATUS_SUCCESS;
+}
+
+const ggml_backend_i kBackendInterface = {
+    /* .get_name            = */ backend_get_name,
+    /* .free                = */ backend_free,
+    /* .set_tensor_async    = */ nullptr,
+    /* .get_tensor_async    = */ nullptr,
+    /* .set_tensor_2d_async = */ nullptr,
+    /* .get_tensor_2d_async = */ nullptr,
+    /* .cpy_tensor_async    = */ nullptr,
+    /* .synchronize         = */ nullptr,
+    /* .graph_plan_create   = */ nullptr,
+    /* .graph_plan_free     = */ nullptr,
+    /* .graph_plan_update   = */ nullptr,
+    /* .graph_plan_compute  = */ nullptr,
+    /* .graph_compute       = */ backend_graph_compute,
+    /* .event_record        = */ nullptr,
+    /* .event_wait          = */ nullptr,
+    /* .graph_optimize      = */ nullptr,
+};
+
+ggml_guid_t backend_guid() {
+  static ggml_guid guid = {0x6e, 0x70, 0x75, 0x66, 0x6c, 0x6f, 0x77, 0x2d,
+                           0x67, 0x67, 0x6d, 0x6c, 0x2d, 0x30, 0x30, 0x31};
+  return &guid;
+}
+
+void set_n_threads(ggml_backend_t backend, int n_threads) {
+  if (backend == nullptr || !ggml_guid_matches(backend->guid, backend_guid())) return;
+  static_cast<BackendContext*>(backend->context)->n_threads = n_threads;
+}
+
+void get_stats(ggml_npuflow_stats* out) {
+  if (out != nullptr) *out = counters().snapshot();
+}
+void reset_stats() {
+  counters().reset();
+}
+
+// ---- device ----
+
+const char* device_get_name(ggml_backend_dev_t) {
+  return "NPUFLOW";
+}
+const char* device_get_description(ggml_backend_dev_t) {
+  return g_reg->description.c_str();
+}
+void device_get_memory(ggml_backend_dev_t, size_t* free, size_t* total) {
+  *free = 0;  // host memory: nothing of its own to report
+  *total = 0;
+}
+enum ggml_backend_dev_type device_get_type(ggml_backend_dev_t) {
+  return GGML_BACKEND_DEVICE_TYPE_ACCEL;
+}
+
+void device_get_props(ggml_backend_dev_t dev, ggml_backend_dev_props* props) {
+  props->name = device_get_name(dev);
+  props->description = device_get_description(dev);
+  props->type = device_get_type(dev);
+  device_get_memory(dev, &props->memory_free, &props->memory_total);
+  props->caps.async = false;
+  props->caps.host_buffer = false;
+  props->caps.buffer_from_host_ptr = true;
+  props->caps.events = false;
+  props->caps.mmap_support = true;
+}
+
+ggml_backend_t device_init_backend(ggml_backend_dev_t dev, const char*) {
+  return new ggml_backend{backend_guid(), kBackendInterface, dev, new BackendContext(*g_reg)};
+}
+
+ggml_backend_buffer_type_t device_get_buffer_type(ggml_backend_dev_t) {
+  return ggml_backend_cpu_buffer_type();
+}
+
+ggml_backend_buffer_t device_buffer_from_host_ptr(ggml_backend_dev_t, void* ptr, size_t size,
+                                                  size_t) {
+  return ggml_backend_cpu_buffer_from_ptr(ptr, size);
+}
+
+bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
+  switch (op->op) {
+    case GGML_OP_NONE:
+    case GGML_OP_RESHAPE:
+    case GGML_OP_VIEW:
+    case GGML_OP_PERMUTE:
+    case GGML_OP_TRANSPOSE:
+      return true;
+    case GGML_OP_MUL_MAT: {
+      const MatmulCandidate candidate = describe_mul_mat(op);
+      const RouteVerdict verdict = route_matmul(candidate, g_reg->routing);
+      counters().count_supports(verdict.accept);
+      if (g_reg->logger.enabled(LogLevel::kTrace)) {
+        g_reg->logger.trace(str_cat("supports_op MUL_MAT '", op->name, "' ", describe(candidate),
+                                    " -> ", verdict.accept ? "yes" : verdict.reason));
+      }
+      return verdict.accept;
+    }
+    default:
+      return false;
+  }
+}
+
+bool device_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) {
+  // Host buffers (CPU, CPU_Mapped for mmapped GGUFs) are read in place; CPU_REPACK is not host.
+  return ggml_backend_buft_is_host(buft);
+}
+
+const ggml_backend_device_i kDeviceInterface = {
+    /* .get_name             = */ device_get_name,
+    /* .get_description      = */ device_get_description,
+    /* .get_memory           = */ device_get_memory,
+    /* .get_type             = */ device_get_type,
+    /* .get_props            = */ device_get_props,
+    /* .init_backend         = */ device_init_backend,
+    /* .get_buffer_type      = */ device_get_buffer_type,
+    /* .get_host_buffer_type = */ nullptr,
+    /* .buffer_from_host_ptr = */ device_buffer_from_host_ptr,
+    /* .supports_op          = */ device_supports_op,
+    /* .supports_buft        = */ device_supports_buft,
+    /* .offload_op           = */ nullptr,
+    /* .event_new            = */ nullptr,
+    /* .event_free           = */ nullptr,
+    /* .event_synchronize    = */ nullptr,
+};
+
+// ---- reg ----
+
+const char* reg_get_name(ggml_backend_reg_t) {
+  return "NPUFLOW";
+}
+size_t reg_get_device_count(ggml_backend_reg_t) {
+  return 1;
+}
+
+ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index) {
+  GGML_ASSERT(index == 0);
+  static ggml_backend_device device = {kDeviceInterface, reg, nullptr};
+  return &device;
+}
+
+void* reg_get_proc_address(ggml_backend_reg_t, const char* name) {
+  if (std::strcmp(name, "ggml_backend_set_n_threads") == 0) {
+    return reinterpret_cast<void*>(&set_n_threads);
+  }
+  if (std::strcmp(name, "ggml_backend_npuflow_get_stats") == 0) {
+    return reinterpret_cast<void*>(&get_stats);
+  }
+  if (std::strcmp(name, "ggml_backend_npuflow_reset_stats") == 0) {
+    return reinterpret_cast<void*>(&reset_stats);
+  }
+  return nullptr;
+}
+
+const ggml_backend_reg_i kRegInterface = {
+    /* .get_name         = */ reg_get_name,
+    /* .get_device_count = */ reg_get_device_count,
+    /* .get_device       = */ reg_get_device,
+    /* .get_proc_address = */ reg_get_proc_address,
+};
+
+// Resolves the knobs and creates the device once. Null (with the reason on stderr) when a knob
+// is invalid or the device cannot be created: the loader then rejects the library loudly.
+RegContext* create_reg_context() {
+  auto ctx = std::make_unique<RegContext>();
+  auto knobs = Knobs::resolve(nullptr);
+  if (!knobs.is_ok()) {
+    std::fprintf(stderr, "npuflow: %s\n", knobs.status().message().c_str());
+    return nullptr;
+  }
+  ctx->knobs = knobs.value();
+  ctx->logger.set_threshold(ctx->knobs.log_level());
+  auto device = create_device(device_config_from(ctx->knobs));
+  if (!device.is_ok()) {
+    std::fprintf(stderr, "npuflow: %s\n", device.status().message().c_str());
+    return nullptr;
+  }
+  ctx->logger.info(device.value().reason);
+  ctx->device = std::move(device.value().device);
+  ctx->routing.min_m = ctx->knobs.integer("min_m");
+  ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
+  ctx->description = str_cat("npuflow on ", ctx->device->description());
+  ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
+  ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description,
+                           "; MUL_MAT offload from M>=", ctx->routing.min_m,
+                           " (float weights), M>=", ctx->routing.min_m_quant, " (quantized)"));
+  return ctx.release();
+}
+
+ggml_backend_reg_t reg_get() {
+  static ggml_backend_reg reg = {GGML_BACKEND_API_VERSION, kRegInterface, nullptr};
+  static bool ready = (g_reg = create_reg_context()) != nullptr;
+  return ready ? &reg : nullptr;
+}
+
+}  // namespace
+}  // namespace npuflow::ggml
+
+extern "C" __attribute__((visibility("default"))) ggml_backend_reg_t ggml_backend_init(void) {
+  return npuflow::ggml::reg_get();
+}

@@ -1,0 +1,195 @@
+#include "ggml/ggml_matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/strings.h"
+#include "ggml-backend.h"
+#include "ops/float_linear.h"
+
+namespace npuflow::ggml {
+
+WeightFormat weight_format(ggml_type type) {
+  switch (type) {
+    case GGML_TYPE_F32:
+      return WeightFormat::kF32;
+    case GGML_TYPE_F16:
+      return WeightFormat::kF16;
+    case GGML_TYPE_BF16:
+      return WeightFormat::kBF16;
+    case GGML_TYPE_Q8_0:
+      return WeightFormat::kQ8_0;
+    case GGML_TYPE_Q4_0:
+      return WeightFormat::kQ4_0;
+    case GGML_TYPE_Q4_1:
+      return WeightFormat::kQ4_1;
+    case GGML_TYPE_Q4_K:
+      return WeightFormat::kQ4_K;
+    case GGML_TYPE_Q5_K:
+      return WeightFormat::kQ5_K;
+    case GGML_TYPE_Q6_K:
+      return WeightFormat::kQ6_K;
+    default:
+      return WeightFormat::kOther;
+  }
+}
+
+MatmulCandidate describe_mul_mat(const ggml_tensor* node) {
+  const ggml_tensor* w = node->src[0];
+  const ggml_tensor* x = node->src[1];
+  MatmulCandidate c;
+  if (w == nullptr || x == nullptr) return c;
+  c.weight = weight_format(w->type);
+  if (c.weight != WeightFormat::kF32 && ggml_get_type_traits(w->type)->to_float == nullptr) {
+    c.weight = WeightFormat::kOther;
+  }
+  // A leaf: not computed by the graph and not a view of something that is (attention's K and V
+  // are views of the KV cache; they stay on the CPU).
+  c.weight_is_leaf = w->op == GGML_OP_NONE && w->view_src == nullptr;
+  c.weight_contiguous = ggml_is_contiguous(w);
+  c.weight_is_2d = w->ne[2] == 1 && w->ne[3] == 1;
+  c.activation_f32 = x->type == GGML_TYPE_F32;
+  c.activation_contiguous = ggml_is_contiguous(x);
+  c.output_f32 = node->type == GGML_TYPE_F32;
+  c.output_contiguous = ggml_is_contiguous(node);
+  c.special_hint = node->op_params[1] == GGML_HINT_SRC0_IS_HADAMARD;  // op_params int 1: hint
+  c.k = w->ne[0];
+  c.n = w->ne[1];
+  c.m = x->ne[1] * x->ne[2] * x->ne[3];
+  if (x->ne[0] != w->ne[0]) c.k = -1;  // malformed; refused as "empty"
+  return c;
+}
+
+int m_bucket(int64_t m) {
+  static constexpr int64_t kUpper[] = {2, 16, 64, 128, 512, 2048, 8192};
+  int bucket = 0;
+  while (bucket < 7 && m >= kUpper[bucket]) ++bucket;
+  return bucket;
+}
+
+void Counters::count_mul_mat(int64_t m, bool fallback) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.mul_mat++;
+  if (fallback) stats_.mul_mat_host_fallback++;
+  stats_.min_m_seen = stats_.min_m_seen == 0 ? m : std::min(stats_.min_m_seen, m);
+  stats_.max_m_seen = std::max(stats_.max_m_seen, m);
+  stats_.m_hist[m_bucket(m)]++;
+}
+
+void Counters::count_weight(bool packed, bool repacked) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (packed) {
+    stats_.weights_packed++;
+    if (repacked) stats_.weights_repacked++;
+  } else {
+    stats_.weight_hits++;
+  }
+}
+
+void Counters::count_supports(bool yes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (yes ? stats_.supports_mul_mat_yes : stats_.supports_mul_mat_no)++;
+}
+
+ggml_npuflow_stats Counters::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Counters::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = {};
+}
+
+Counters& counters() {
+  static Counters instance;
+  return instance;
+}
+
+Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context) {
+  const MatmulCandidate c = describe_mul_mat(node);
+  // Structure must hold whatever called us; the row threshold is the scheduler's business.
+  const RouteVerdict verdict = route_matmul(c, MatmulRouting{1, 1});
+  if (!verdict.accept) {
+    return unsupported(
+        str_cat("MUL_MAT '", node->name, "' (", describe(c), ") refused: ", verdict.reason));
+  }
+  const ggml_tensor* w = node->src[0];
+  const ggml_tensor* x = node->src[1];
+  const size_t row_bytes = w->nb[1];
+  const auto* w_data = static_cast<const uint8_t*>(w->data);
+  const ggml_type w_type = w->type;
+  auto weight_row = [w_data, row_bytes, w_type, k = c.k](int64_t row, float* out) {
+    const void* src = w_data + static_cast<size_t>(row) * row_bytes;
+    if (w_type == GGML_TYPE_F32) {
+      std::copy_n(static_cast<const float*>(src), k, out);
+    } else {
+      ggml_get_type_traits(w_type)->to_float(src, out, k);
+    }
+  };
+
+  // Weights the runtime marks as such are immutable for the buffer's life: a sampled
+  // fingerprint suffices. Anything else (test graphs, a leaf the caller may rewrite) is hashed
+  // in full, so a changed tensor at a recycled address is never served stale.
+  const bool immutable = w->buffer != nullptr && ggml_backend_buffer_get_usage(w->buffer) ==
+                                                     GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+  WeightFingerprint fingerprint{w->name, static_cast<int>(w->type), c.k, c.n,
+                                content_hash(w->data, ggml_nbytes(w), !immutable)};
+  bool packed_now = false;
+  const ResidentWeightStats before = cache_.stats();
+  auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
+    packed_now = true;
+    std::vector<float> rows(static_cast<size_t>(c.n * c.k));
+    constexpr int64_t kRowsPerTask = 64;
+    context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+      const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+      for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
+        weight_row(r, rows.data() + r * c.k);
+      }
+    });
+    return pack_linear_weight(device_, rows.data(), c.k, c.n);
+  });
+  counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+
+  const auto* x_data = static_cast<const float*>(x->data);
+  auto* y_data = static_cast<float*>(node->data);
+  bool fallback = !weight.is_ok();
+  Status status = weight.status();
+  if (!fallback) {
+    status = run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
+    fallback = !status.is_ok();
+  }
+  if (fallback) {
+    // A claim never fails a run: the host reference computes the same product.
+    if (!warned_fallback_) {
+      logger_.warning(str_cat("device ", device_.name(), " could not run MUL_MAT '", node->name,
+                              "' (", describe(c), "): ", status.to_string(),
+                              "; running it on the host reference (said once)"));
+      warned_fallback_ = true;
+    }
+    reference_linear(x_data, c.m, c.k, c.n, weight_row, y_data, context);
+    fallbacks_++;
+  }
+  if (logger_.enabled(LogLevel::kTrace)) {
+    logger_.trace(str_cat("MUL_MAT '", node->name, "' ", describe(c),
+                          fallback ? " on host reference" : " on device"));
+  }
+  mul_mats_++;
+  m_histogram_[c.m]++;
+  counters().count_mul_mat(c.m, fallback);
+  return Status::ok();
+}
+
+std::string MatmulEngine::summary() const {
+  const ResidentWeightStats s = cache_.stats();
+  std::string hist;
+  for (const auto& [m, count] : m_histogram_) {
+    hist += str_cat(hist.empty() ? "" : ",", m, ":", count);
+  }
+  return str_cat("mul_mat=", mul_mats_, " host_fallback=", fallbacks_, " m_hist={", hist,
+                 "} weights_packed=", s.packs + s.repacks, " repacked=", s.repacks,
+                 " hits=", s.hits, " evicted=", s.evictions,
+                 " resident_mib=", s.resident_bytes / (1024 * 1024));
+}
+
+}  // namespace npuflow::ggml

@@ -1,0 +1,61 @@
+// Translates ggml MUL_MAT nodes into npuflow's float linear path: the routing question
+// (supports_op) and the computation (graph_compute). ggml types end here; the math lives in
+// ops/, pack/ and the devices.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/log.h"
+#include "device/device.h"
+#include "ggml.h"
+#include "ggml/ggml-npuflow.h"
+#include "pack/resident_weights.h"
+#include "route/matmul_route.h"
+
+namespace npuflow::ggml {
+
+WeightFormat weight_format(ggml_type type);
+MatmulCandidate describe_mul_mat(const ggml_tensor* node);
+
+// Process-wide counters behind ggml_backend_npuflow_get_stats.
+class Counters {
+ public:
+  void count_mul_mat(int64_t m, bool fallback);
+  void count_weight(bool packed, bool repacked);
+  void count_supports(bool yes);
+  ggml_npuflow_stats snapshot() const;
+  void reset();
+
+ private:
+  mutable std::mutex mutex_;
+  ggml_npuflow_stats stats_{};
+};
+Counters& counters();
+int m_bucket(int64_t m);
+
+// One backend's MUL_MAT engine: its resident weights and what it ran.
+class MatmulEngine {
+ public:
+  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes)
+      : device_(device), logger_(logger), cache_(cache_bytes) {}
+
+  // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
+  Status compute(const ggml_tensor* node, const ExecContext& context);
+
+  // One line: what this backend ran (printed at free with NPUFLOW_PROF=1 or NPUFLOW_LOG=info).
+  std::string summary() const;
+
+ private:
+  Device& device_;
+  const Logger& logger_;
+  ResidentWeightCache cache_;
+  std::map<int64_t, int64_t> m_histogram_;
+  int64_t mul_mats_ = 0;
+  int64_t fallbacks_ = 0;
+  bool warned_fallback_ = false;
+};
+
+}  // namespace npuflow::ggml

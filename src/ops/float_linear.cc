@@ -1,0 +1,76 @@
+#include "ops/float_linear.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/fp16.h"
+
+namespace npuflow {
+
+Result<std::unique_ptr<PackedWeight>> pack_linear_weight(Device& device, const float* rows,
+                                                         int64_t k, int64_t n) {
+  // The device takes a row-major K x N weight; transpose once here, in cache-friendly tiles.
+  std::vector<float> kn(static_cast<size_t>(k * n));
+  constexpr int64_t kTile = 64;
+  for (int64_t n0 = 0; n0 < n; n0 += kTile) {
+    for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+      const int64_t n1 = std::min(n, n0 + kTile);
+      const int64_t k1 = std::min(k, k0 + kTile);
+      for (int64_t r = n0; r < n1; ++r) {
+        for (int64_t c = k0; c < k1; ++c) kn[c * n + r] = rows[r * k + c];
+      }
+    }
+  }
+  auto packed = device.pack_float_weight(kn.data(), k, n);
+  if (packed.is_ok() || packed.status().code() != StatusCode::kUnsupported) return packed;
+  // A device without an fp32 GEMM (an NPU) computes in fp16: round the weight once here.
+  std::vector<uint16_t> half(kn.size());
+  for (size_t i = 0; i < kn.size(); ++i) half[i] = float_to_half_bits(kn[i]);
+  return device.pack_fp16_weight(half.data(), k, n);
+}
+
+Status run_linear(Device& device, const float* x, int64_t m, const PackedWeight& weight, float* y,
+                  const ExecContext& context) {
+  if (weight.type() != ElementType::kFloat16) return device.gemm_float(x, m, weight, y, context);
+  // fp16 operands with fp32 results; rows padded with zeros to the device's row multiple and to
+  // the rows its resident plan serves.
+  const int64_t k = weight.k(), n = weight.n();
+  const int64_t multiple = std::max<int64_t>(1, device.row_multiple(ElementType::kFloat16));
+  const int64_t rows = std::max((m + multiple - 1) / multiple * multiple,
+                                device.resident_min_rows(ElementType::kFloat16));
+  thread_local std::vector<uint16_t> half;
+  thread_local std::vector<float> padded_out;
+  half.assign(static_cast<size_t>(rows * k), 0);
+  for (int64_t i = 0; i < m * k; ++i) half[static_cast<size_t>(i)] = float_to_half_bits(x[i]);
+  float* out = y;
+  if (rows != m) {
+    padded_out.resize(static_cast<size_t>(rows * n));
+    out = padded_out.data();
+  }
+  NPUFLOW_RETURN_IF_ERROR(
+      device.gemm_fp16(half.data(), rows, weight, out, ElementType::kFloat32, context));
+  if (out != y) std::copy(out, out + m * n, y);
+  return Status::ok();
+}
+
+void reference_linear(const float* x, int64_t m, int64_t k, int64_t n,
+                      const std::function<void(int64_t row, float* out)>& weight_row, float* y,
+                      const ExecContext& context) {
+  constexpr int64_t kRowsPerTask = 16;
+  const int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+  context.run(static_cast<size_t>(tasks), [&](size_t task) {
+    std::vector<float> w(static_cast<size_t>(k));
+    const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+    for (int64_t col = first; col < std::min(n, first + kRowsPerTask); ++col) {
+      weight_row(col, w.data());
+      for (int64_t row = 0; row < m; ++row) {
+        const float* xr = x + row * k;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < k; ++i) sum += xr[i] * w[i];
+        y[row * n + col] = sum;
+      }
+    }
+  });
+}
+
+}  // namespace npuflow

@@ -1,0 +1,166 @@
+// The placement contract of the NPUFLOW device, asked through ggml's public API exactly as the
+// scheduler asks it: supports_op answers for a table of (op, types, shape, M) cases, near misses
+// included, and the device's identity, type and buffer rules. Thresholds follow the knobs in
+// the environment (ctest runs this twice: defaults, and NPUFLOW_MIN_M=64 NPUFLOW_MIN_M_QUANT=512).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "ggml_test_util.h"
+
+namespace {
+
+int64_t env_or(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : fallback;
+}
+
+class Placement : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { loaded_ = npuflow_test::load_backends(); }
+  void SetUp() override {
+    ggml_init_params params{64 * 1024 * 1024, nullptr, true};
+    ctx_ = ggml_init(params);
+  }
+  void TearDown() override { ggml_free(ctx_); }
+
+  bool supports(const ggml_tensor* op) {
+    return ggml_backend_dev_supports_op(loaded_.npuflow_dev, op);
+  }
+  ggml_tensor* weight(ggml_type type, int64_t k, int64_t n) {
+    return ggml_new_tensor_2d(ctx_, type, k, n);
+  }
+  ggml_tensor* acts(int64_t k, int64_t m, ggml_type type = GGML_TYPE_F32) {
+    return ggml_new_tensor_2d(ctx_, type, k, m);
+  }
+  bool mul_mat(ggml_type type, int64_t k, int64_t n, int64_t m) {
+    return supports(ggml_mul_mat(ctx_, weight(type, k, n), acts(k, m)));
+  }
+
+  static inline npuflow_test::LoadedBackends loaded_;
+  ggml_context* ctx_ = nullptr;
+  const int64_t min_m_ = env_or("NPUFLOW_MIN_M", 128);
+  const int64_t min_m_quant_ = env_or("NPUFLOW_MIN_M_QUANT", 128);
+};
+
+TEST_F(Placement, DeviceIdentity) {
+  EXPECT_STREQ(ggml_backend_dev_name(loaded_.npuflow_dev), "NPUFLOW");
+  EXPECT_EQ(ggml_backend_dev_type(loaded_.npuflow_dev), GGML_BACKEND_DEVICE_TYPE_ACCEL);
+  const std::string description = ggml_backend_dev_description(loaded_.npuflow_dev);
+  EXPECT_NE(description.find("npuflow on host"), std::string::npos) << description;
+  EXPECT_TRUE(ggml_backend_dev_supports_buft(loaded_.npuflow_dev, ggml_backend_cpu_buffer_type()));
+  EXPECT_EQ(ggml_backend_dev_buffer_type(loaded_.npuflow_dev), ggml_backend_cpu_buffer_type());
+  ggml_backend_dev_props props{};
+  ggml_backend_dev_get_props(loaded_.npuflow_dev, &props);
+  EXPECT_TRUE(props.caps.buffer_from_host_ptr);
+  EXPECT_TRUE(props.caps.mmap_support);
+  EXPECT_FALSE(props.caps.async);
+}
+
+struct Row {
+  ggml_type type;
+  int64_t k, n;
+};
+
+TEST_F(Placement, FloatAndQuantizedWeightsAtTheThreshold) {
+  const Row rows[] = {
+      {GGML_TYPE_F32, 576, 576},   {GGML_TYPE_F16, 576, 1536},   {GGML_TYPE_BF16, 2048, 512},
+      {GGML_TYPE_Q8_0, 576, 192},  {GGML_TYPE_Q4_0, 2048, 8192}, {GGML_TYPE_Q4_1, 576, 576},
+      {GGML_TYPE_Q4_K, 1536, 576}, {GGML_TYPE_Q5_K, 2048, 2048}, {GGML_TYPE_Q6_K, 8192, 2048},
+  };
+  for (const Row& r : rows) {
+    const bool quant = ggml_is_quantized(r.type);
+    const int64_t min = quant ? min_m_quant_ : min_m_;
+    SCOPED_TRACE(std::string(ggml_type_name(r.type)) + " K=" + std::to_string(r.k) +
+                 " N=" + std::to_string(r.n) + " min=" + std::to_string(min));
+    EXPECT_TRUE(mul_mat(r.type, r.k, r.n, min));
+    EXPECT_TRUE(mul_mat(r.type, r.k, r.n, 2048));
+    EXPECT_FALSE(mul_mat(r.type, r.k, r.n, min - 1));
+    EXPECT_FALSE(mul_mat(r.type, r.k, r.n, 1)) << "decode must stay on the CPU";
+  }
+}
+
+TEST_F(Placement, BatchDimensionsCountAsRows) {
+  // Activations [K, M, B]: the rows are M*B (the weight broadcasts over B).
+  ggml_tensor* w = weight(GGML_TYPE_F16, 576, 576);
+  EXPECT_TRUE(
+      supports(ggml_mul_mat(ctx_, w, ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, min_m_ / 2, 2))));
+  EXPECT_FALSE(supports(
+      ggml_mul_mat(ctx_, w, ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, min_m_ / 2 - 1, 2))));
+}
+
+TEST_F(Placement, DeviceContractNearMisses) {
+  const int64_t m = 2048;
+  EXPECT_FALSE(mul_mat(GGML_TYPE_F32, 592 - 8, 576, m)) << "K % 32 != 0";
+  EXPECT_FALSE(mul_mat(GGML_TYPE_F16, 576, 584, m)) << "N % 16 != 0";
+  EXPECT_TRUE(mul_mat(GGML_TYPE_F16, 576, 592, m)) << "N % 16 == 0";
+  EXPECT_FALSE(mul_mat(GGML_TYPE_Q4_K, 576, 576, m)) << "K % 256 != 0 for K-quants";
+  EXPECT_FALSE(mul_mat(GGML_TYPE_Q6_K, 2048 + 32, 2048, m)) << "K % 256 != 0 for K-quants";
+  EXPECT_TRUE(mul_mat(GGML_TYPE_Q8_0, 2048 + 32, 2048, m)) << "K % 32 is enough for Q8_0";
+}
+
+TEST_F(Placement, UnsupportedWeightTypesStayOnTheCpu) {
+  for (ggml_type type : {GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                         GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4}) {
+    EXPECT_FALSE(mul_mat(type, 2048, 2048, 2048)) << ggml_type_name(type);
+  }
+}
+
+TEST_F(Placement, ActivationAndWeightStructure) {
+  const int64_t m = 512;
+  // F16 activations.
+  EXPECT_FALSE(
+      supports(ggml_mul_mat(ctx_, weight(GGML_TYPE_F16, 576, 576), acts(576, m, GGML_TYPE_F16))));
+  // Attention: Q*K^T where K is a view of the KV cache.
+  ggml_tensor* cache = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 64, 4096, 9);
+  ggml_tensor* k_view = ggml_view_2d(ctx_, cache, 64, m, cache->nb[1], 0);
+  EXPECT_FALSE(supports(ggml_mul_mat(ctx_, k_view, acts(64, m)))) << "weight is a view";
+  // A weight computed by the graph.
+  ggml_tensor* computed = ggml_cont(ctx_, ggml_transpose(ctx_, weight(GGML_TYPE_F32, 576, 576)));
+  EXPECT_FALSE(supports(ggml_mul_mat(ctx_, computed, acts(576, m)))) << "weight not a leaf";
+  // A 3-D (batched) weight.
+  ggml_tensor* batched = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 576, 576, 2);
+  EXPECT_FALSE(
+      supports(ggml_mul_mat(ctx_, batched, ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, m, 2))));
+  // Non-contiguous activations.
+  ggml_tensor* x = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 4, m);
+  EXPECT_FALSE(supports(
+      ggml_mul_mat(ctx_, weight(GGML_TYPE_F32, 576, 576), ggml_permute(ctx_, x, 0, 2, 1, 3))));
+  // The Hadamard hint.
+  ggml_tensor* hinted = ggml_mul_mat(ctx_, weight(GGML_TYPE_F16, 576, 576), acts(576, m));
+  hinted->op_params[1] = GGML_HINT_SRC0_IS_HADAMARD;
+  EXPECT_FALSE(supports(hinted));
+}
+
+TEST_F(Placement, OnlyViewsAndMatmulsAreClaimed) {
+  ggml_tensor* a = acts(576, 512);
+  ggml_tensor* b = acts(576, 512);
+  EXPECT_TRUE(supports(a)) << "NONE";
+  EXPECT_TRUE(supports(ggml_reshape_2d(ctx_, a, 512, 576)));
+  EXPECT_TRUE(supports(ggml_view_1d(ctx_, a, 64, 0)));
+  EXPECT_TRUE(supports(ggml_permute(ctx_, ggml_reshape_3d(ctx_, a, 64, 9, 512), 0, 2, 1, 3)));
+  EXPECT_TRUE(supports(ggml_transpose(ctx_, a)));
+  // Neighbours of an offloaded matmul must not migrate.
+  EXPECT_FALSE(supports(ggml_add(ctx_, a, b)));
+  EXPECT_FALSE(supports(ggml_mul(ctx_, a, b)));
+  EXPECT_FALSE(supports(ggml_rms_norm(ctx_, a, 1e-5f)));
+  EXPECT_FALSE(supports(ggml_soft_max(ctx_, a)));
+  EXPECT_FALSE(supports(ggml_silu(ctx_, a)));
+  EXPECT_FALSE(supports(ggml_cpy(ctx_, a, b)));
+  EXPECT_FALSE(supports(ggml_cont(ctx_, ggml_transpose(ctx_, a))));
+  ggml_tensor* ids = ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, 512);
+  EXPECT_FALSE(supports(ggml_get_rows(ctx_, weight(GGML_TYPE_Q4_1, 576, 4096), ids)));
+  ggml_tensor* q = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 64, 512, 9);
+  ggml_tensor* k = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 64, 1024, 3);
+  ggml_tensor* v = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 64, 1024, 3);
+  EXPECT_FALSE(supports(ggml_flash_attn_ext(ctx_, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)));
+  ggml_tensor* experts = ggml_new_tensor_3d(ctx_, GGML_TYPE_Q4_0, 576, 1536, 8);
+  ggml_tensor* expert_ids = ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, 512);
+  ggml_tensor* xe = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, 512);
+  EXPECT_FALSE(supports(ggml_mul_mat_id(ctx_, experts, xe, expert_ids)));
+}
+
+}  // namespace

