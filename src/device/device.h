@@ -87,6 +87,9 @@ class Device {
   // plans resident weights for one row count (RK3588 fp16: 256) serves fewer rows only when the
   // caller pads them with zeros. 1 when any count is served.
   virtual int64_t resident_min_rows(ElementType /*operand*/) const { return 1; }
+  // The float type the device computes in: float32 (host) or float16 (an NPU). Float work is
+  // packed for it (pack_float_weight or pack_fp16_weight).
+  virtual ElementType float_compute_type() const { return ElementType::kFloat32; }
 
   // The primitives below are optional: the defaults refuse with kUnsupported, and the caller runs
   // the same primitive on the host device. The host implements each as the exact reference (fp32

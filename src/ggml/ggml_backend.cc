@@ -58,6 +58,9 @@ void backend_free(ggml_backend_t backend) {
   if (g_reg->report) {
     std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n", g_reg->device->name().data(),
                  ctx->engine.summary().c_str());
+    // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh reads it).
+    const std::string device_profile = g_reg->device->profile_report();
+    if (!device_profile.empty()) std::fprintf(stderr, "npuflow %s\n", device_profile.c_str());
   }
   delete ctx;
   delete backend;

@@ -21,9 +21,10 @@ Result<std::unique_ptr<PackedWeight>> pack_linear_weight(Device& device, const f
       }
     }
   }
-  auto packed = device.pack_float_weight(kn.data(), k, n);
-  if (packed.is_ok() || packed.status().code() != StatusCode::kUnsupported) return packed;
-  // A device without an fp32 GEMM (an NPU) computes in fp16: round the weight once here.
+  if (device.float_compute_type() != ElementType::kFloat16) {
+    return device.pack_float_weight(kn.data(), k, n);
+  }
+  // An NPU computes in fp16: round the weight once here.
   std::vector<uint16_t> half(kn.size());
   for (size_t i = 0; i < kn.size(); ++i) half[i] = float_to_half_bits(kn[i]);
   return device.pack_fp16_weight(half.data(), k, n);

@@ -112,7 +112,9 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   std::unique_ptr<VitEncoder> plan(new VitEncoder);
   plan->name_ = std::move(name);
   plan->device_ = std::move(device);
-  if (plan->device_->name() != "host") plan->host_ = std::make_shared<HostDevice>(DeviceOptions{});
+  if (plan->device_->float_compute_type() == ElementType::kFloat16) {
+    plan->host_ = std::make_shared<HostDevice>(DeviceOptions{});
+  }
   plan->logger_ = std::move(logger);
   plan->hidden_ = spec.hidden;
   plan->heads_ = spec.heads;

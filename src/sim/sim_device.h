@@ -72,6 +72,7 @@ class SimDevice final : public Device {
 
   int64_t row_multiple(ElementType operand) const override;
   int64_t resident_min_rows(ElementType operand) const override;
+  ElementType float_compute_type() const override { return ElementType::kFloat16; }
 
   Result<std::unique_ptr<PackedWeight>> pack_fp16_weight(const uint16_t* weight, int64_t k,
                                                          int64_t n) override;
