@@ -45,6 +45,10 @@ struct DenseRef {
   std::string weight;
   bool transposed = false;  // Gemm transB=1: weight is N x K
   std::string bias;         // "" when there is none
+  // Output columns [col_begin, col_begin + cols) of the weight and bias (cols 0: all of N). A
+  // fused QKV projection names its one weight three times, as columns [0,D), [D,2D), [2D,3D).
+  int64_t col_begin = 0;
+  int64_t cols = 0;
 };
 struct NormRef {
   std::string gamma, beta;  // beta "" when there is none
@@ -54,6 +58,7 @@ struct EncoderLayerRef {
   bool pre_norm = true;
   NormRef norm1, norm2;
   DenseRef q, k, v, o, fc1, fc2;
+  bool fused_qkv = false;  // q, k and v are the three column blocks of one projection
   std::string layer_scale1, layer_scale2;  // "" when there is none
   float attention_scale = 1.0f;
   EncoderActivation activation = EncoderActivation::kGeluErf;

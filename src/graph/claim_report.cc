@@ -80,8 +80,9 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     exits.push_back(str_cat("{\"value\":\"", json_escape(x.value), "\",\"stream_index\":",
                             x.stream_index, ",\"norm\":", x.norm >= 0 ? "true" : "false", "}"));
   }
-  int layer_scale = 0, post_norm = 0;
+  int layer_scale = 0, post_norm = 0, fused_qkv = 0;
   for (const EncoderLayerRef& l : e.layers) {
+    fused_qkv += l.fused_qkv ? 1 : 0;
     activations.push_back(str_cat("\"", encoder_activation_name(l.activation), "\""));
     layer_scale += l.layer_scale1.empty() ? 0 : 1;
     post_norm += l.pre_norm ? 0 : 1;
@@ -94,7 +95,8 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
                  ",\"class_token\":", e.cls.present ? "true" : "false",
                  ",\"pre_norm\":", e.pre_norm ? "true" : "false",
                  ",\"layer_scale_layers\":", layer_scale, ",\"post_norm_layers\":", post_norm,
-                 ",\"activations\":[", join(activations, ","), "],\"exits\":[",
+                 ",\"fused_qkv_layers\":", fused_qkv, ",\"activations\":[",
+                 join(activations, ","), "],\"exits\":[",
                  join(exits, ","), "],\"note\":\"", json_escape(e.note),
                  "\",\"work\":", gemms_to_json(claim.work), "}");
 }

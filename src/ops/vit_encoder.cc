@@ -133,24 +133,36 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     const DenseWeights& first = *parts.front();
     const int64_t k = first.transposed ? first.weight.shape[1] : first.weight.shape[0];
     int64_t n_total = 0;
+    // A part's columns: [col_begin, col_begin + n) of a weight with `full` output columns.
+    auto columns = [](const DenseWeights& p) {
+      const int64_t full = p.transposed ? p.weight.shape[0] : p.weight.shape[1];
+      return std::pair{full, p.cols > 0 ? p.cols : full - p.col_begin};
+    };
     for (const DenseWeights* p : parts) {
       if (p->weight.shape.size() != 2) return invalid_argument("a projection weight is not 2-D");
       const int64_t pk = p->transposed ? p->weight.shape[1] : p->weight.shape[0];
       if (pk != k) return invalid_argument("fused projections disagree on K");
-      n_total += p->transposed ? p->weight.shape[0] : p->weight.shape[1];
+      const auto [full, n] = columns(*p);
+      if (p->col_begin < 0 || n <= 0 || p->col_begin + n > full ||
+          (p->bias && p->bias->count() != full)) {
+        return invalid_argument(str_cat("projection columns [", p->col_begin, ", ",
+                                        p->col_begin + n, ") do not fit a weight of ", full));
+      }
+      n_total += n;
     }
     std::vector<float> w(static_cast<size_t>(k * n_total));
     int64_t col = 0;
     for (const DenseWeights* p : parts) {
-      const int64_t n = p->transposed ? p->weight.shape[0] : p->weight.shape[1];
+      const auto [full, n] = columns(*p);
+      const int64_t c0 = p->col_begin;
       for (int64_t r = 0; r < k; ++r) {
         for (int64_t c = 0; c < n; ++c) {
           w[static_cast<size_t>(r * n_total + col + c)] =
-              p->transposed ? p->weight.data[c * k + r] : p->weight.data[r * n + c];
+              p->transposed ? p->weight.data[(c0 + c) * k + r] : p->weight.data[r * full + c0 + c];
         }
       }
       for (int64_t c = 0; c < n; ++c) {
-        dense.bias.push_back(p->bias ? p->bias->data[c] : 0.0f);
+        dense.bias.push_back(p->bias ? p->bias->data[c0 + c] : 0.0f);
       }
       col += n;
     }

@@ -35,6 +35,8 @@ struct DenseWeights {
   FloatRef weight;               // K x N (MatMul) or N x K (Gemm transB=1)
   bool transposed = false;       // weight is N x K
   std::optional<FloatRef> bias;  // N
+  int64_t col_begin = 0;         // output columns [col_begin, col_begin + cols) of weight and bias
+  int64_t cols = 0;              // 0: all N columns
 };
 
 struct NormWeights {

@@ -330,6 +330,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     DenseWeights w;
     w.weight = ref(d.weight);
     w.transposed = d.transposed;
+    w.col_begin = d.col_begin;
+    w.cols = d.cols;
     w.bias = opt(d.bias);
     return w;
   };
