@@ -74,12 +74,40 @@ struct IndexTensor {
     data = std::move(out);
     return true;
   }
+  // Keeps [start, start + len) of `axis` (Split, Slice), or drops the axis after taking one
+  // index of it (Gather with a scalar index).
+  bool select(int64_t axis, int64_t start, int64_t len, bool drop) {
+    const auto rank = static_cast<int64_t>(shape.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || start < 0 || len <= 0 || start + len > shape[axis])
+      return false;
+    if (drop && len != 1) return false;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
+    for (int64_t i = axis + 1; i < rank; ++i) inner *= shape[static_cast<size_t>(i)];
+    const int64_t dim = shape[static_cast<size_t>(axis)];
+    std::vector<int32_t> out;
+    out.reserve(static_cast<size_t>(outer * len * inner));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t a = start; a < start + len; ++a)
+        for (int64_t i = 0; i < inner; ++i)
+          out.push_back(data[static_cast<size_t>((o * dim + a) * inner + i)]);
+    data = std::move(out);
+    if (drop)
+      shape.erase(shape.begin() + axis);
+    else
+      shape[static_cast<size_t>(axis)] = len;
+    return true;
+  }
 };
 
 struct Linear {
   ValueId x = kNoValue;
   DenseRef ref;
   int64_t k = 0, n = 0;
+  // ORT's Reshape -> Gemm -> Reshape whose last Reshape is not back to [..., N] (ORT merged the
+  // next Reshape, e.g. a fused QKV's [B, T, 3, H, dh] view, into it): a layout op of the chain.
+  NodeId reshaped_output = kNoNode;
 };
 
 struct Norm {
@@ -251,7 +279,7 @@ class Matcher {
     return std::nullopt;
   }
 
-  std::optional<Linear> linear(ValueId y, Used& used) const {
+  std::optional<Linear> linear(ValueId y, Used& used, bool allow_reshaped_output = false) const {
     NodeId p = producer(y);
     if (p == kNoNode || !onnx_domain(g_.node(p))) return std::nullopt;
     const NodeInfo* node = &g_.node(p);
@@ -265,6 +293,11 @@ class Matcher {
       Used local;
       auto lin = gemm_linear(gemm, local);
       if (!lin) return std::nullopt;
+      if (auto target = reshape_target(*node); target && !target->empty() &&
+                                               target->back() != lin->n) {
+        if (!allow_reshaped_output) return std::nullopt;
+        lin->reshaped_output = p;
+      }
       lin->x = g_.node(inner).input(0);
       used.insert(used.end(), local.begin(), local.end());
       used.push_back(inner);
@@ -628,18 +661,25 @@ class Matcher {
   }
 
   // Peels Reshape/Transpose (and scalar Mul/Div, folded into `scale`) back from `v` to the output
-  // of a linear; returns that linear and the chain in forward order.
+  // of a linear; returns that linear and the chain in forward order. With `allow_select`, the
+  // chain may take its part of a fused QKV projection on the way: one Split output, Slice or
+  // Gather (the selector), whose data input (`fused`) is read by the other parts' selectors too.
   struct Chain {
     Linear linear;
-    std::vector<NodeId> ops;  // Reshape / Transpose, forward order
+    std::vector<NodeId> ops;  // Reshape / Transpose / the selector, forward order
+    NodeId selector = kNoNode;
+    int split_output = 0;  // which output of a Split selector the chain reads
+    ValueId fused = kNoValue;
   };
-  std::optional<Chain> layout_chain(ValueId v, float& scale, Used& used, bool allow_scale) const {
+  std::optional<Chain> layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
+                                    bool allow_select = true) const {
     Chain chain;
     Used local;
     for (int guard = 0; guard < 12; ++guard) {
       Used lin_used;
-      if (auto lin = linear(v, lin_used)) {
+      if (auto lin = linear(v, lin_used, true)) {
         chain.linear = *lin;
+        if (lin->reshaped_output != kNoNode) chain.ops.push_back(lin->reshaped_output);
         std::reverse(chain.ops.begin(), chain.ops.end());
         local.insert(local.end(), lin_used.begin(), lin_used.end());
         used.insert(used.end(), local.begin(), local.end());
@@ -648,11 +688,20 @@ class Matcher {
       const NodeId p = producer(v);
       if (p == kNoNode || !onnx_domain(g_.node(p))) return std::nullopt;
       const NodeInfo& node = g_.node(p);
-      if (non_shape_consumers(v).size() != 1) return std::nullopt;
+      // The fused value has one reader per part: attention() checks they are q's, k's and v's.
+      if (v != chain.fused && non_shape_consumers(v).size() != 1) return std::nullopt;
       if (node.op_type == "Reshape" || node.op_type == "Transpose") {
         chain.ops.push_back(p);
         local.push_back(p);
         v = node.input(0);
+      } else if (allow_select && chain.selector == kNoNode &&
+                 (node.op_type == "Split" || node.op_type == "Slice" || node.op_type == "Gather")) {
+        chain.selector = p;
+        chain.split_output = static_cast<int>(
+            std::find(node.outputs.begin(), node.outputs.end(), v) - node.outputs.begin());
+        chain.ops.push_back(p);
+        local.push_back(p);
+        v = chain.fused = node.input(0);
       } else if (allow_scale && (node.op_type == "Mul" || node.op_type == "Div")) {
         Used s;
         if (auto c = scalar(node.input(1), s)) {
@@ -682,16 +731,83 @@ class Matcher {
     return perm;
   }
 
-  // Replays `ops` on `t`; false if a shape cannot be resolved.
-  bool replay(IndexTensor& t, const std::vector<NodeId>& ops) const {
+  // Replays `ops` on `t`; false if a shape cannot be resolved. A selector (Split output
+  // `split_output`, Slice, Gather) keeps the part of the data it reads.
+  bool replay(IndexTensor& t, const std::vector<NodeId>& ops, int split_output = 0) const {
     for (NodeId n : ops) {
       const NodeInfo& node = g_.node(n);
+      const auto rank = static_cast<int64_t>(t.shape.size());
       if (node.op_type == "Reshape") {
         auto target = reshape_target(node);
         if (!target || !t.reshape(*target)) return false;
-      } else {
+      } else if (node.op_type == "Transpose") {
         auto perm = perm_of(node);
         if (!perm || !t.transpose(*perm)) return false;
+      } else if (node.op_type == "Split") {
+        int64_t axis = node.int_attribute("axis", 0);
+        if (axis < 0) axis += rank;
+        if (axis < 0 || axis >= rank) return false;
+        const auto parts = static_cast<int64_t>(node.outputs.size());
+        std::vector<int64_t> sizes;
+        if (node.input(1) != kNoValue) {
+          auto c = int_constant(node.input(1));
+          if (!c) return false;
+          sizes = *c;
+        } else {
+          sizes = int_list_attribute(node, "split");
+        }
+        const int64_t dim = t.shape[static_cast<size_t>(axis)];
+        if (sizes.empty()) {  // equal parts (the last one smaller when it does not divide)
+          const int64_t each = (dim + parts - 1) / parts;
+          for (int64_t i = 0; i < parts; ++i)
+            sizes.push_back(std::min(each, std::max<int64_t>(dim - i * each, 0)));
+        }
+        if (static_cast<int64_t>(sizes.size()) != parts || split_output >= parts) return false;
+        int64_t start = 0;
+        for (int i = 0; i < split_output; ++i) start += sizes[static_cast<size_t>(i)];
+        if (!t.select(axis, start, sizes[static_cast<size_t>(split_output)], false)) return false;
+      } else if (node.op_type == "Slice") {
+        auto starts = int_constant(node.input(1));
+        auto ends = int_constant(node.input(2));
+        if (!starts || !ends || starts->size() != ends->size()) return false;
+        std::vector<int64_t> axes;
+        if (node.input(3) != kNoValue) {
+          auto c = int_constant(node.input(3));
+          if (!c) return false;
+          axes = *c;
+        } else {
+          for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+        }
+        if (node.input(4) != kNoValue) {
+          auto steps = int_constant(node.input(4));
+          if (!steps) return false;
+          for (int64_t step : *steps)
+            if (step != 1) return false;
+        }
+        if (axes.size() != starts->size()) return false;
+        for (size_t i = 0; i < axes.size(); ++i) {
+          int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+          if (axis < 0 || axis >= rank) return false;
+          const int64_t dim = t.shape[static_cast<size_t>(axis)];
+          int64_t b = (*starts)[i], e = (*ends)[i];
+          if (b < 0) b += dim;
+          if (e < 0) e += dim;
+          b = std::clamp<int64_t>(b, 0, dim);
+          e = std::clamp<int64_t>(e, b, dim);
+          if (!t.select(axis, b, e - b, false)) return false;
+        }
+      } else if (node.op_type == "Gather") {
+        auto index = int_constant(node.input(1));
+        if (!index || index->size() != 1) return false;
+        const bool scalar_index = g_.value(node.input(1)).shape.empty();
+        int64_t axis = node.int_attribute("axis", 0);
+        if (axis < 0) axis += rank;
+        if (axis < 0 || axis >= rank) return false;
+        int64_t i = (*index)[0];
+        if (i < 0) i += t.shape[static_cast<size_t>(axis)];
+        if (!t.select(axis, i, 1, scalar_index)) return false;
+      } else {
+        return false;
       }
     }
     return true;
@@ -705,6 +821,11 @@ class Matcher {
       auto target = reshape_target(node);
       if (target && target->size() == 4 && (*target)[2] > 0) return (*target)[2];
       if (target && target->size() == 4 && (*target)[3] > 0) return -(*target)[3];  // -dh
+      // A fused projection viewed as [B, T, 3, H, dh] (timm).
+      if (target && target->size() == 5 && (*target)[2] == 3 && (*target)[3] > 0)
+        return (*target)[3];
+      if (target && target->size() == 5 && (*target)[2] == 3 && (*target)[4] > 0)
+        return -(*target)[4];
     }
     return std::nullopt;
   }
@@ -716,6 +837,7 @@ class Matcher {
     int64_t heads = 0;
     std::string heads_source;
     float scale = 1.0f;
+    bool fused = false;  // q, k, v are column blocks of one projection
   };
 
   // Backward from the output projection's input: merge heads <- P @ V <- Softmax <- Q @ K^T.
@@ -806,7 +928,36 @@ class Matcher {
       return std::nullopt;
     }
     const int64_t d = q->linear.k;
-    if (q->linear.n != d || k->linear.n != d || val->linear.n != d) {
+    // Separate projections, or one fused projection whose output q, k and v each select a part
+    // of (Split, Slice, or Reshape [B,T,3,H,dh] + Transpose + Gather).
+    const int selectors =
+        (q->selector != kNoNode) + (k->selector != kNoNode) + (val->selector != kNoNode);
+    const bool fused = selectors > 0;
+    if (fused) {
+      if (selectors != 3 || q->fused != k->fused || q->fused != val->fused ||
+          q->linear.ref.weight != k->linear.ref.weight ||
+          q->linear.ref.weight != val->linear.ref.weight) {
+        why = {"fused_qkv", "Q, K and V do not all select a part of the same fused projection"};
+        return std::nullopt;
+      }
+      // Nothing but the three selectors (one Split, or three Slices/Gathers) reads the fused
+      // value, and each Split output is one part.
+      const std::set<NodeId> selected = {q->selector, k->selector, val->selector};
+      const std::vector<NodeId> readers = non_shape_consumers(q->fused);
+      if (std::set<NodeId>(readers.begin(), readers.end()) != selected ||
+          readers.size() != selected.size() ||
+          (selected.size() == 1 && g_.node(q->selector).outputs.size() != 3) ||
+          (selected.size() != 1 && selected.size() != 3)) {
+        why = {"fused_qkv", str_cat("the fused projection '", name(q->fused),
+                                    "' is read by other nodes than the Q, K and V selectors")};
+        return std::nullopt;
+      }
+      if (q->linear.n != 3 * d) {
+        why = {"fused_qkv", str_cat("the fused projection has ", q->linear.n,
+                                    " output columns, not 3 x hidden (", 3 * d, ")")};
+        return std::nullopt;
+      }
+    } else if (q->linear.n != d || k->linear.n != d || val->linear.n != d) {
       why = {"attention_shape", "Q, K and V projections are not square"};
       return std::nullopt;
     }
@@ -833,37 +984,87 @@ class Matcher {
       return std::nullopt;
     }
     // Replay the layouts on index tensors: Q, V -> [1,H,T,dh], K -> [1,H,dh,T], merge -> [1,T,D].
+    // The source is the projection's output [1,T,N] (N = 3D when fused); a part's expected
+    // values are its D columns at `offset`.
     const int64_t t = tokens > 0 ? tokens : 5;
     const int64_t h = att.heads, dh = d / att.heads;
+    const int64_t n = fused ? 3 * d : d;
     auto source = [&] {
       IndexTensor x;
-      x.shape = {1, t, d};
-      x.data.resize(static_cast<size_t>(t * d));
+      x.shape = {1, t, n};
+      x.data.resize(static_cast<size_t>(t * n));
       for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<int32_t>(i);
       return x;
     };
-    auto expect = [&](bool key) {
+    auto expect = [&](bool key, int64_t stride, int64_t offset) {
       std::vector<int32_t> out;
       for (int64_t hh = 0; hh < h; ++hh) {
         if (key) {
           for (int64_t c = 0; c < dh; ++c)
             for (int64_t tt = 0; tt < t; ++tt)
-              out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
+              out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
         } else {
           for (int64_t tt = 0; tt < t; ++tt)
             for (int64_t c = 0; c < dh; ++c)
-              out.push_back(static_cast<int32_t>(tt * d + hh * dh + c));
+              out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
         }
       }
       return out;
     };
+    // A fused part is the block of D columns its replay lands in: [0,D) q, [D,2D) k, [2D,3D) v,
+    // nothing else (a part of another width, straddling two blocks, or two parts swapped).
+    struct Part {
+      bool replayed = false;
+      int64_t lo = 0, hi = 0;  // the columns it reads
+    };
+    auto replay_part = [&](IndexTensor& x, const Chain& chain) {
+      Part part;
+      part.replayed = replay(x, chain.ops, chain.split_output) && !x.data.empty();
+      if (part.replayed) {
+        part.lo = n;
+        for (int32_t i : x.data) {
+          part.lo = std::min<int64_t>(part.lo, i % n);
+          part.hi = std::max<int64_t>(part.hi, i % n + 1);
+        }
+      }
+      return part;
+    };
     IndexTensor tq = source(), tk = source(), tv = source();
-    const bool ok_q = replay(tq, q->ops) && tq.data == expect(false);
-    const bool ok_k = replay(tk, k->ops) && tk.data == expect(true);
-    const bool ok_v = replay(tv, val->ops) && tv.data == expect(false);
+    const Part part_q = replay_part(tq, *q), part_k = replay_part(tk, *k),
+               part_v = replay_part(tv, *val);
+    if (fused && part_q.replayed && part_k.replayed && part_v.replayed) {
+      const Part* parts[3] = {&part_q, &part_k, &part_v};
+      const char* names[3] = {"q", "k", "v"};
+      std::vector<std::string> ranges;
+      bool blocks = true, ordered = true;
+      for (int i = 0; i < 3; ++i) {
+        ranges.push_back(str_cat(names[i], " [", parts[i]->lo, ",", parts[i]->hi, ")"));
+        blocks &= parts[i]->hi - parts[i]->lo == d && parts[i]->lo % d == 0;
+        ordered &= parts[i]->lo == i * d;
+      }
+      if (!blocks) {
+        why = {"fused_qkv_split",
+               str_cat("the fused projection's ", n, " columns are not split into three blocks of ",
+                       d, ": ", join(ranges, ", "))};
+        return std::nullopt;
+      }
+      if (!ordered) {
+        why = {"fused_qkv_order",
+               str_cat("the fused projection's blocks are not q|k|v in that order: ",
+                       join(ranges, ", "))};
+        return std::nullopt;
+      }
+      att.q.col_begin = 0;
+      att.k.col_begin = d;
+      att.v.col_begin = 2 * d;
+      att.q.cols = att.k.cols = att.v.cols = d;
+    }
+    const bool ok_q = part_q.replayed && tq.data == expect(false, n, 0);
+    const bool ok_k = part_k.replayed && tk.data == expect(true, n, fused ? d : 0);
+    const bool ok_v = part_v.replayed && tv.data == expect(false, n, fused ? 2 * d : 0);
     IndexTensor tm;
     tm.shape = {1, h, t, dh};
-    tm.data = expect(false);
+    tm.data = expect(false, d, 0);
     bool ok_m = replay(tm, merge) && tm.shape.size() == 3 && tm.shape[2] == d;
     for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
       ok_m = tm.data[i] == static_cast<int32_t>(i);
@@ -871,9 +1072,11 @@ class Matcher {
       why = {"attention_layout",
              str_cat("the head split/merge does not move data as ", h, " heads of ", dh,
                      " would (q ", ok_q, " k ", ok_k, " v ", ok_v, " merge ", ok_m, ")",
+                     fused ? " from a fused projection" : "",
                      att.heads_source == "knob" ? " with NPUFLOW_HEADS" : "")};
       return std::nullopt;
     }
+    att.fused = fused;
     used.insert(used.end(), local.begin(), local.end());
     return att;
   }
@@ -923,6 +1126,7 @@ class Matcher {
       L.q = att->q;
       L.k = att->k;
       L.v = att->v;
+      L.fused_qkv = att->fused;
       L.attention_scale = att->scale;
       heads_ = att->heads;
       heads_source_ = att->heads_source;
@@ -1414,7 +1618,8 @@ std::vector<GemmWork> encoder_work(const GraphView& graph, const VisionEncoderCl
     const ValueId id = graph.find_value(dense.weight);
     if (id == kNoValue || graph.value(id).shape.size() != 2) return {0, 0};
     const auto& shape = graph.value(id).shape;
-    return dense.transposed ? std::pair{shape[1], shape[0]} : std::pair{shape[0], shape[1]};
+    auto [k, n] = dense.transposed ? std::pair{shape[1], shape[0]} : std::pair{shape[0], shape[1]};
+    return std::pair{k, dense.cols > 0 ? dense.cols : n};
   };
   int64_t rows = -1, tokens = -1, batch = -1;
   if (!enc.exits.empty()) {
