@@ -273,3 +273,191 @@ def test_heads_knob_overrides_and_a_wrong_value_is_refused(sessions):
     assert vision_refusals(records) == ["heads_unknown"]
     detail = [x["detail"] for r in records for x in r["refusals"]][0]
     assert "NPUFLOW_HEADS" in detail
+
+
+# Fused QKV: one projection with N = 3D whose output q, k and v select parts of. Built from the
+# committed ViT fixtures by graph surgery (every exported fixture has separate projections): each
+# layer's q, k, v weights and biases are concatenated into one MatMul + Add, whose output is split
+# by a Split, three Slices, or timm's Reshape [B, T, 3, H, dh] + Transpose + Gather.
+
+FUSED_FIXTURES = ["vit_dynamo.onnx", "vit_torchscript.onnx"]
+FUSED_FORMS = ["split", "slices", "gather"]
+HEADS = 4  # every fixture: hidden 64, 4 heads
+
+
+def fuse_qkv(model, form, swap_kv=False, misaligned=False):
+    """Replaces each layer's three projections by one fused projection split as `form`.
+    swap_kv: k reads the v block and v the k block (a different model: must be refused).
+    misaligned: (slices) k reads columns [D/2, 3D/2), straddling q and k (must be refused)."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    nodes = list(g.node)
+
+    def consumers(value):
+        return [n for n in nodes if value in n.input]
+
+    readers = {}
+    for node in nodes:
+        if node.op_type == "MatMul" and node.input[1] in inits:
+            readers.setdefault(node.input[0], []).append(node)
+    triples = [mms for mms in readers.values() if len(mms) == 3]
+    assert len(triples) == 2, "the ViT fixtures have two layers"
+    removed, inserts = set(), []
+    for layer, mms in enumerate(triples):
+        roles = {}
+        for mm in mms:
+            [add] = consumers(mm.output[0])
+            assert add.op_type == "Add"
+            bias = next(i for i in add.input if i in inits)
+            role = next(r for r in ("query", "key", "value") if f".{r}." in bias)
+            roles[role] = (mm, add, bias)
+        parts = [roles[r] for r in ("query", "key", "value")]
+        weight = np.concatenate([numpy_helper.to_array(inits[p[0].input[1]]) for p in parts], 1)
+        bias = np.concatenate([numpy_helper.to_array(inits[p[2]]) for p in parts])
+        d = weight.shape[0]
+        assert weight.shape == (d, 3 * d) and bias.shape == (3 * d,)
+        pre = f"fused_qkv{layer}"
+        g.initializer.extend([numpy_helper.from_array(weight, pre + ".weight"),
+                              numpy_helper.from_array(bias, pre + ".bias")])
+        new = [helper.make_node("MatMul", [mms[0].input[0], pre + ".weight"], [pre + "_mm"],
+                                name=pre + "_matmul"),
+               helper.make_node("Add", [pre + "_mm", pre + ".bias"], [pre + "_out"],
+                                name=pre + "_add")]
+        order = [0, 2, 1] if swap_kv else [0, 1, 2]  # which block each of q, k, v reads
+        outs = [p[1].output[0] for p in parts]
+        for mm, add, _ in parts:
+            removed.update([id(mm), id(add)])
+        if form == "split":
+            g.initializer.append(numpy_helper.from_array(np.array([d, d, d], np.int64),
+                                                         pre + "_sizes"))
+            split_outs = [None] * 3
+            for part, block in enumerate(order):
+                split_outs[block] = outs[part]
+            new.append(helper.make_node("Split", [pre + "_out", pre + "_sizes"], split_outs,
+                                        name=pre + "_split", axis=-1))
+        elif form == "slices":
+            for part, block in enumerate(order):
+                start = block * d - (d // 2 if misaligned and part == 1 else 0)
+                consts = {"starts": [start], "ends": [start + d], "axes": [-1]}
+                for key, value in consts.items():
+                    g.initializer.append(numpy_helper.from_array(
+                        np.array(value, np.int64), f"{pre}_{part}_{key}"))
+                new.append(helper.make_node(
+                    "Slice", [pre + "_out"] + [f"{pre}_{part}_{k}" for k in consts],
+                    [outs[part]], name=f"{pre}_slice{part}"))
+        else:  # timm: qkv.reshape(B, T, 3, H, dh).permute(2, 0, 3, 1, 4); q, k, v = qkv.unbind(0)
+            g.initializer.append(numpy_helper.from_array(
+                np.array([0, -1, 3, HEADS, d // HEADS], np.int64), pre + "_heads"))
+            new += [helper.make_node("Reshape", [pre + "_out", pre + "_heads"], [pre + "_5d"],
+                                     name=pre + "_reshape"),
+                    helper.make_node("Transpose", [pre + "_5d"], [pre + "_3bhtd"],
+                                     name=pre + "_transpose", perm=[2, 0, 3, 1, 4])]
+            for part, block in enumerate(order):
+                [reshape] = consumers(outs[part])
+                [transpose] = consumers(reshape.output[0])
+                assert reshape.op_type == "Reshape" and transpose.op_type == "Transpose"
+                perm = list(transpose.attribute[0].ints)
+                assert perm in ([0, 2, 1, 3], [0, 2, 3, 1])  # [0, 2, 3, 1]: TorchScript's K^T
+                removed.update([id(reshape), id(transpose)])
+                g.initializer.append(numpy_helper.from_array(np.array(block, np.int64),
+                                                             f"{pre}_{part}_index"))
+                head = f"{pre}_head{part}" if perm == [0, 2, 3, 1] else transpose.output[0]
+                new.append(helper.make_node("Gather", [pre + "_3bhtd", f"{pre}_{part}_index"],
+                                            [head], name=f"{pre}_gather{part}", axis=0))
+                if head != transpose.output[0]:  # k.transpose(-2, -1)
+                    new.append(helper.make_node("Transpose", [head], [transpose.output[0]],
+                                                name=f"{pre}_kt{part}", perm=[0, 1, 3, 2]))
+        first = min(nodes.index(mm) for mm in mms)
+        inserts.append((nodes[first], new))
+    rebuilt = []
+    for node in nodes:
+        for anchor, new in inserts:
+            if node is anchor:
+                rebuilt += new
+        if id(node) not in removed:
+            rebuilt.append(node)
+    del g.node[:]
+    g.node.extend(rebuilt)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    del g.value_info[:]  # stale shapes of removed values; ORT infers them again
+    onnx.checker.check_model(model)
+    return model
+
+
+def fused_path(sessions, fixture, form, **edit):
+    return sessions.save(fuse_qkv(onnx.load(str(FIXTURES / fixture)), form, **edit))
+
+
+@pytest.mark.parametrize("form", FUSED_FORMS)
+@pytest.mark.parametrize("fixture", FUSED_FIXTURES)
+def test_fused_qkv_surgery_preserves_the_model(sessions, fixture, form):
+    original = str(FIXTURES / fixture)
+    fused = onnx.load(fused_path(sessions, fixture, form))
+    ops = [n.op_type for n in fused.graph.node]
+    before = [n.op_type for n in onnx.load(original).graph.node]
+    assert ops.count("MatMul") == before.count("MatMul") - 4  # 3 projections -> 1, two layers
+    selector = {"split": "Split", "slices": "Slice", "gather": "Gather"}[form]
+    assert ops.count(selector) >= (2 if form == "split" else 6)
+    feed = pixels(original)
+    ref = sessions.cpu(original, level="disable").run(None, feed)
+    got = sessions.cpu(sessions.save(fused), level="disable").run(None, feed)
+    for r, x in zip(ref, got):
+        assert cosine(r, x) > 0.999999
+
+
+@pytest.mark.parametrize("level", ["disable", "all"])
+@pytest.mark.parametrize("form", FUSED_FORMS)
+@pytest.mark.parametrize("fixture", FUSED_FIXTURES)
+def test_fused_qkv_is_claimed_and_matches_the_cpu_ep(sessions, fixture, form, level):
+    path = fused_path(sessions, fixture, form)
+    npu, records = sessions.npuflow(path, level=level)
+    claims = vision_claims(records)
+    assert len(claims) == 1, vision_refusals(records)
+    [claim] = claims
+    assert claim["family"] == "vit" and claim["layers"] == 2 and claim["fused_qkv_layers"] == 2
+    assert claim["hidden"] == 64 and claim["heads"] == HEADS and claim["heads_source"] == "graph"
+    qkv = [w for w in claim["work"] if w["name"].endswith(".qkv")]
+    assert [(w["k"], w["n"]) for w in qkv] == [(64, 192)] * 2
+    feed = pixels(path)
+    cpu = sessions.cpu(path, level=level)
+    for name, ref, got in zip([o.name for o in cpu.get_outputs()], cpu.run(None, feed),
+                              npu.run(None, feed)):
+        assert got.shape == ref.shape
+        assert cosine(ref, got) >= BAR, (fixture, form, level, name)
+
+
+@pytest.mark.parametrize("form", FUSED_FORMS)
+def test_fused_qkv_on_the_simulator_matches_the_cpu_ep(sessions, form):
+    path = fused_path(sessions, "vit_dynamo.onnx", form)
+    npu, records = sessions.npuflow(path, level="all", options={"device": "sim"})
+    assert [c["fused_qkv_layers"] for c in vision_claims(records)] == [2], vision_refusals(records)
+    feed = pixels(path)
+    for ref, got in zip(sessions.cpu(path, level="all").run(None, feed), npu.run(None, feed)):
+        assert cosine(ref, got) >= SIM_BAR
+
+
+FUSED_NEAR_MISSES = {
+    "swapped_kv_split": ("split", {"swap_kv": True}, {"fused_qkv_order"}),
+    "swapped_kv_gather": ("gather", {"swap_kv": True}, {"fused_qkv_order"}),
+    "misaligned_slices": ("slices", {"misaligned": True}, {"fused_qkv_split"}),
+}
+
+
+@pytest.mark.parametrize("level", ["disable", "basic"])
+@pytest.mark.parametrize("case", sorted(FUSED_NEAR_MISSES))
+def test_fused_qkv_near_misses_are_refused_and_run_unchanged(sessions, case, level):
+    form, edit, reasons = FUSED_NEAR_MISSES[case]
+    path = fused_path(sessions, "vit_dynamo.onnx", form, **edit)
+    npu, records = sessions.npuflow(path, level=level)
+    assert vision_claims(records) == []
+    refused = vision_refusals(records)
+    assert refused and set(refused) <= reasons, refused
+    feed = pixels(path)
+    ref = sessions.cpu(path, level=level).run(None, feed)
+    original = sessions.cpu(str(FIXTURES / "vit_dynamo.onnx"), level=level).run(None, feed)[0]
+    assert np.abs(ref[0] - original).max() > 1e-3  # the edit changes what the model computes
+    for r, got in zip(ref, npu.run(None, feed)):
+        np.testing.assert_allclose(got, r, rtol=1e-5, atol=1e-5)
