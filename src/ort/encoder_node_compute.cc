@@ -33,25 +33,7 @@ Result<FloatInput> read_float(const OrtValue* value, const char* what) {
 
 EncoderNodeCompute::EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan,
                                        EncoderNodeBinding binding)
-    : OrtNodeComputeInfo{}, plan_(std::move(plan)), binding_(std::move(binding)) {
-  ort_version_supported = api().version;
-  CreateState = CreateStateImpl;
-  Compute = ComputeImpl;
-  ReleaseState = ReleaseStateImpl;
-}
-
-OrtStatus* EncoderNodeCompute::CreateStateImpl(OrtNodeComputeInfo* self, OrtNodeComputeContext*,
-                                               void** state) noexcept {
-  *state = self;
-  return nullptr;
-}
-
-void EncoderNodeCompute::ReleaseStateImpl(OrtNodeComputeInfo*, void*) noexcept {}
-
-OrtStatus* EncoderNodeCompute::ComputeImpl(OrtNodeComputeInfo* self, void*,
-                                           OrtKernelContext* context) noexcept {
-  return guarded([&] { return static_cast<EncoderNodeCompute*>(self)->compute(context); });
-}
+    : plan_(std::move(plan)), binding_(std::move(binding)) {}
 
 Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
@@ -84,17 +66,7 @@ Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
     spare.emplace_back(static_cast<size_t>(element_count(shape.value())));
     exit = spare.back().data();
   }
-  ExecContext exec;
-  exec.parallel_for = [context](size_t count, const std::function<void(size_t)>& task) {
-    auto trampoline = [](void* data, size_t index) {
-      (*static_cast<const std::function<void(size_t)>*>(data))(index);
-    };
-    if (OrtStatus* status = api().ort->KernelContext_ParallelFor(
-            context, trampoline, count, 0, const_cast<std::function<void(size_t)>*>(&task))) {
-      api().ort->ReleaseStatus(status);
-      for (size_t i = 0; i < count; ++i) task(i);
-    }
-  };
+  const ExecContext exec = exec_context(context);
   return plan_->run(main.value(), side, exits, exec);
 }
 

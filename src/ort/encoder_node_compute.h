@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ops/vit_encoder.h"
-#include "ort/ort_api.h"
+#include "ort/fused_node_compute.h"
 
 namespace npuflow::ort {
 
@@ -16,20 +16,12 @@ struct EncoderNodeBinding {
   std::vector<int> output_exit;     // per fused-node output: the plan's exit index
 };
 
-class EncoderNodeCompute : public OrtNodeComputeInfo {
+class EncoderNodeCompute final : public FusedNodeCompute {
  public:
   EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan, EncoderNodeBinding binding);
-  static bool is_encoder(const OrtNodeComputeInfo* info) { return info->Compute == ComputeImpl; }
 
  private:
-  Status compute(OrtKernelContext* context) const;
-
-  static OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* self,
-                                                 OrtNodeComputeContext* context,
-                                                 void** state) noexcept;
-  static OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* self, void* state,
-                                             OrtKernelContext* context) noexcept;
-  static void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* self, void* state) noexcept;
+  Status compute(OrtKernelContext* context) const override;
 
   std::shared_ptr<const VitEncoder> plan_;
   EncoderNodeBinding binding_;

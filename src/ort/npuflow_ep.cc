@@ -462,11 +462,7 @@ void NpuflowEp::ReleaseNodeComputeInfosImpl(OrtEp*, OrtNodeComputeInfo** infos,
                                             size_t count) noexcept {
   for (size_t i = 0; i < count; ++i) {
     if (infos[i] == nullptr) continue;
-    if (EncoderNodeCompute::is_encoder(infos[i])) {
-      delete static_cast<EncoderNodeCompute*>(infos[i]);
-    } else {
-      delete static_cast<QdqNodeCompute*>(infos[i]);
-    }
+    delete FusedNodeCompute::from(infos[i]);
   }
 }
 

@@ -149,8 +149,8 @@ class Builder {
       if (probe != nullptr) ort_.ReleaseStatus(probe);
       std::vector<int64_t> list(written / sizeof(int64_t));
       if (!list.empty()) {
-        NPUFLOW_ORT_CHECK(ort_.ReadOpAttr(attr, type, list.data(), list.size() * sizeof(int64_t),
-                                          &written));
+        NPUFLOW_ORT_CHECK(
+            ort_.ReadOpAttr(attr, type, list.data(), list.size() * sizeof(int64_t), &written));
       }
       value.integers = std::move(list);
     } else if (type == ORT_OP_ATTR_STRING) {

@@ -23,25 +23,7 @@ ElementType from_onnx_8bit_or_float(ONNXTensorElementDataType type) {
 }  // namespace
 
 QdqNodeCompute::QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeBinding binding)
-    : OrtNodeComputeInfo{}, kernel_(std::move(kernel)), binding_(binding) {
-  ort_version_supported = api().version;
-  CreateState = CreateStateImpl;
-  Compute = ComputeImpl;
-  ReleaseState = ReleaseStateImpl;
-}
-
-OrtStatus* QdqNodeCompute::CreateStateImpl(OrtNodeComputeInfo* self, OrtNodeComputeContext*,
-                                           void** state) noexcept {
-  *state = self;  // the kernel is immutable after compile; no per-state data
-  return nullptr;
-}
-
-void QdqNodeCompute::ReleaseStateImpl(OrtNodeComputeInfo*, void*) noexcept {}
-
-OrtStatus* QdqNodeCompute::ComputeImpl(OrtNodeComputeInfo* self, void*,
-                                       OrtKernelContext* context) noexcept {
-  return guarded([&] { return static_cast<QdqNodeCompute*>(self)->compute(context); });
-}
+    : kernel_(std::move(kernel)), binding_(binding) {}
 
 Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
@@ -84,17 +66,7 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   const void* a = nullptr;
   NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
   // Lend the session's intra-op thread pool to the device.
-  ExecContext exec;
-  exec.parallel_for = [context](size_t count, const std::function<void(size_t)>& task) {
-    auto trampoline = [](void* data, size_t index) {
-      (*static_cast<const std::function<void(size_t)>*>(data))(index);
-    };
-    if (OrtStatus* status = api().ort->KernelContext_ParallelFor(
-            context, trampoline, count, 0, const_cast<std::function<void(size_t)>*>(&task))) {
-      api().ort->ReleaseStatus(status);
-      for (size_t i = 0; i < count; ++i) task(i);  // no pool available: run inline
-    }
-  };
+  const ExecContext exec = exec_context(context);
   if (binding_.activation_dequantized) {
     return kernel_->run_from_dequantized(static_cast<const float*>(a), binding_.activation_type, m,
                                          out, exec);

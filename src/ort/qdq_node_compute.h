@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "ort/ort_api.h"
+#include "ort/fused_node_compute.h"
 #include "quant/qdq_matmul.h"
 
 namespace npuflow::ort {
@@ -15,19 +15,12 @@ struct QdqNodeBinding {
   bool activation_dequantized = false;
 };
 
-class QdqNodeCompute : public OrtNodeComputeInfo {
+class QdqNodeCompute final : public FusedNodeCompute {
  public:
   QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeBinding binding);
 
  private:
-  Status compute(OrtKernelContext* context) const;
-
-  static OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* self,
-                                                 OrtNodeComputeContext* context,
-                                                 void** state) noexcept;
-  static OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* self, void* state,
-                                             OrtKernelContext* context) noexcept;
-  static void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* self, void* state) noexcept;
+  Status compute(OrtKernelContext* context) const override;
 
   std::shared_ptr<const QdqMatMul> kernel_;
   QdqNodeBinding binding_;
