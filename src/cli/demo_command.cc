@@ -42,35 +42,22 @@ int demo_command(const std::vector<std::string>& args) {
   std::string ep_library = default_ep_library();
   int runs = 20;
   int64_t dynamic_dim = 1;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool has_value = i + 1 < args.size();
-    if (args[i] == "--opt" && has_value) {
-      if (!parse_optimization_level(args[++i], config.optimization)) return 2;
-    } else if (args[i] == "--runs" && has_value) {
-      runs = std::max(1, std::atoi(args[++i].c_str()));
-    } else if (args[i] == "--threads" && has_value) {
-      config.intra_op_threads = std::atoi(args[++i].c_str());
-    } else if (args[i] == "--dynamic-dim" && has_value) {
-      dynamic_dim = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
-    } else if (args[i] == "--ep-library" && has_value) {
-      ep_library = args[++i];
-    } else if (config.model_path.empty()) {
-      config.model_path = args[i];
-    } else {
-      std::fprintf(stderr, "npuflow demo: unexpected argument '%s'\n", args[i].c_str());
-      return 2;
-    }
-  }
-  if (config.model_path.empty()) {
-    std::fprintf(stderr,
-                 "usage: npuflow demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL] "
-                 "[--dynamic-dim N]\n");
-    return 2;
-  }
-  if (!std::filesystem::exists(config.model_path)) {
-    std::fprintf(stderr, "npuflow demo: no such model '%s'\n", config.model_path.c_str());
-    return 1;
-  }
+  const int usage = parse_model_command(
+      "demo", "demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL] [--dynamic-dim N]", args,
+      config, ep_library, [&](size_t& i) {
+        const bool has_value = i + 1 < args.size();
+        if (args[i] == "--runs" && has_value) {
+          runs = std::max(1, std::atoi(args[++i].c_str()));
+        } else if (args[i] == "--threads" && has_value) {
+          config.intra_op_threads = std::atoi(args[++i].c_str());
+        } else if (args[i] == "--dynamic-dim" && has_value) {
+          dynamic_dim = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (usage >= 0) return usage;
   const std::string report = temporary_path("demo");
   std::filesystem::remove(report);
   config.provider_options["report"] = report;

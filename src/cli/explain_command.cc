@@ -72,36 +72,11 @@ void print_graph(const JsonValue& graph) {
 int explain_command(const std::vector<std::string>& args) {
   SessionConfig config;
   std::string ep_library = default_ep_library();
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--opt" && i + 1 < args.size()) {
-      if (!parse_optimization_level(args[++i], config.optimization)) {
-        std::fprintf(stderr, "npuflow explain: --opt takes disable|basic|extended|all\n");
-        return 2;
-      }
-    } else if (args[i] == "--ep-library" && i + 1 < args.size()) {
-      ep_library = args[++i];
-    } else if (config.model_path.empty()) {
-      config.model_path = args[i];
-    } else {
-      std::fprintf(stderr, "npuflow explain: unexpected argument '%s'\n", args[i].c_str());
-      return 2;
-    }
-  }
-  if (config.model_path.empty()) {
-    std::fprintf(stderr, "usage: npuflow explain MODEL.onnx [--opt disable|basic|extended|all]\n");
-    return 2;
-  }
-  if (!std::filesystem::exists(config.model_path)) {
-    std::fprintf(stderr, "npuflow explain: no such model '%s'\n", config.model_path.c_str());
-    return 1;
-  }
-  const std::string report = temporary_path("explain");
-  std::filesystem::remove(report);
-  config.provider_options["report"] = report;
+  const int usage = parse_model_command(
+      "explain", "explain MODEL.onnx [--opt disable|basic|extended|all]", args, config, ep_library);
+  if (usage >= 0) return usage;
   OrtHarness harness(ep_library);
-  { Ort::Session session = harness.npuflow_session(config); }
-  const auto graphs = read_report(report);
-  std::filesystem::remove(report);
+  const auto graphs = claim_report(harness, config, "explain");
   std::printf("npuflow explain: %s (ONNX Runtime optimization level: %s)\n",
               config.model_path.c_str(), optimization_level_name(config.optimization));
   for (const JsonValue& graph : graphs) print_graph(graph);

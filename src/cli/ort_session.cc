@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,49 @@ std::vector<std::string> output_names(Ort::Session& session) {
     names.push_back(session.GetOutputNameAllocated(i, allocator).get());
   }
   return names;
+}
+
+int parse_model_command(const char* command, const char* usage,
+                        const std::vector<std::string>& args, SessionConfig& config,
+                        std::string& ep_library, const std::function<bool(size_t& i)>& own_flag) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--opt" && has_value) {
+      if (!parse_optimization_level(args[++i], config.optimization)) {
+        std::fprintf(stderr, "npuflow %s: --opt takes disable|basic|extended|all\n", command);
+        return 2;
+      }
+    } else if (args[i] == "--ep-library" && has_value) {
+      ep_library = args[++i];
+    } else if (own_flag && own_flag(i)) {
+      continue;
+    } else if (config.model_path.empty() && args[i].rfind("--", 0) != 0) {
+      config.model_path = args[i];
+    } else {
+      std::fprintf(stderr, "npuflow %s: unexpected argument '%s'\n", command, args[i].c_str());
+      return 2;
+    }
+  }
+  if (config.model_path.empty()) {
+    std::fprintf(stderr, "usage: npuflow %s\n", usage);
+    return 2;
+  }
+  if (!std::filesystem::exists(config.model_path)) {
+    std::fprintf(stderr, "npuflow %s: no such model '%s'\n", command, config.model_path.c_str());
+    return 1;
+  }
+  return -1;
+}
+
+std::vector<JsonValue> claim_report(OrtHarness& harness, SessionConfig config,
+                                    const std::string& stem) {
+  const std::string report = temporary_path(stem);
+  std::filesystem::remove(report);
+  config.provider_options["report"] = report;
+  { Ort::Session session = harness.npuflow_session(config); }
+  std::vector<JsonValue> graphs = read_report(report);
+  std::filesystem::remove(report);
+  return graphs;
 }
 
 std::string default_ep_library() {

@@ -4,6 +4,7 @@
 
 #include <onnxruntime_cxx_api.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,6 +45,20 @@ std::vector<std::string> output_names(Ort::Session& session);
 std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
                             const std::vector<std::string>& outputs);
 double median(std::vector<double> values);
+
+// The command line every command shares: MODEL.onnx, --opt LEVEL and --ep-library PATH; a
+// command's own flags go to `own_flag`, which returns true when it consumed args[i] (advancing
+// i past a value it took). Returns -1 to go on, or the exit code of a usage error or a missing
+// model, already reported on stderr.
+int parse_model_command(const char* command, const char* usage,
+                        const std::vector<std::string>& args, SessionConfig& config,
+                        std::string& ep_library,
+                        const std::function<bool(size_t& i)>& own_flag = nullptr);
+
+// Creates (and drops) an npuflow session over config's model with the `report` knob pointed at a
+// temporary file, and returns the EP's claim records.
+std::vector<JsonValue> claim_report(OrtHarness& harness, SessionConfig config,
+                                    const std::string& stem);
 
 // Default EP library: build/lib next to build/bin/npuflow.
 std::string default_ep_library();

@@ -102,46 +102,29 @@ int plan_command(const std::vector<std::string>& args) {
   int64_t rows = 128;
   int workers = 5;
   int runs = 5;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool has_value = i + 1 < args.size();
-    if (args[i] == "--json") {
-      json = true;
-    } else if (args[i] == "--plot" && has_value) {
-      plot_path = args[++i];
-    } else if (args[i] == "--rows" && has_value) {
-      rows = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
-    } else if (args[i] == "--workers" && has_value) {
-      workers = std::clamp(std::atoi(args[++i].c_str()), 1, 8);
-    } else if (args[i] == "--runs" && has_value) {
-      runs = std::max(0, std::atoi(args[++i].c_str()));
-    } else if (args[i] == "--opt" && has_value) {
-      if (!parse_optimization_level(args[++i], config.optimization)) return 2;
-    } else if (args[i] == "--ep-library" && has_value) {
-      ep_library = args[++i];
-    } else if (config.model_path.empty()) {
-      config.model_path = args[i];
-    } else {
-      std::fprintf(stderr, "npuflow plan: unexpected argument '%s'\n", args[i].c_str());
-      return 2;
-    }
-  }
-  if (config.model_path.empty()) {
-    std::fprintf(stderr,
-                 "usage: npuflow plan MODEL.onnx [--rows N] [--workers N] [--runs N] [--json] "
-                 "[--plot OUT.png] [--opt LEVEL]\n");
-    return 2;
-  }
-  if (!std::filesystem::exists(config.model_path)) {
-    std::fprintf(stderr, "npuflow plan: no such model '%s'\n", config.model_path.c_str());
-    return 1;
-  }
-  const std::string report = temporary_path("plan");
-  std::filesystem::remove(report);
-  config.provider_options["report"] = report;
+  const int usage = parse_model_command(
+      "plan",
+      "plan MODEL.onnx [--rows N] [--workers N] [--runs N] [--json] [--plot OUT.png] [--opt LEVEL]",
+      args, config, ep_library, [&](size_t& i) {
+        const bool has_value = i + 1 < args.size();
+        if (args[i] == "--json") {
+          json = true;
+        } else if (args[i] == "--plot" && has_value) {
+          plot_path = args[++i];
+        } else if (args[i] == "--rows" && has_value) {
+          rows = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
+        } else if (args[i] == "--workers" && has_value) {
+          workers = std::clamp(std::atoi(args[++i].c_str()), 1, 8);
+        } else if (args[i] == "--runs" && has_value) {
+          runs = std::max(0, std::atoi(args[++i].c_str()));
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (usage >= 0) return usage;
   OrtHarness harness(ep_library);
-  { Ort::Session session = harness.npuflow_session(config); }
-  const std::vector<JsonValue> graphs = read_report(report);
-  std::filesystem::remove(report);
+  const std::vector<JsonValue> graphs = claim_report(harness, config, "plan");
 
   std::vector<PricedGemm> claimed, host;
   std::set<std::string> graphs_seen;  // each matcher writes a record; host work is per graph

@@ -99,10 +99,14 @@ const SimWeight* as_sim(const PackedWeight& w, NpuType npu, bool groupwise) {
   return weight;
 }
 
-Status check_values(const int8_t* values, int64_t count, NpuType type, const char* what) {
+// Operand values outside the type's range (int4: [-7, 7]) are refused as the library refuses
+// them, and counted in the profile.
+Status check_values(SimDevice::State& state, const int8_t* values, int64_t count, NpuType type,
+                    const char* what) {
   const ShapeContract& c = contract_for(type);
   for (int64_t i = 0; i < count; ++i) {
     if (values[i] < c.value_min || values[i] > c.value_max) {
+      state.refused();
       return unsupported(str_cat("ROCKET_E_SHAPE: ", npu_type_name(type), " ", what, " value ",
                                  int{values[i]}, " at ", i, " is outside [", c.value_min, ", ",
                                  c.value_max, "]"));
@@ -441,11 +445,7 @@ Status SimDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& pw
 
 Result<std::unique_ptr<PackedWeight>> SimDevice::pack_int4_weight(const int8_t* weight, int64_t k,
                                                                   int64_t n) {
-  Status values = check_values(weight, k * n, NpuType::kInt4, "weight");
-  if (!values.is_ok()) {
-    state_->refused();
-    return values;
-  }
+  NPUFLOW_RETURN_IF_ERROR(check_values(*state_, weight, k * n, NpuType::kInt4, "weight"));
   auto prepared = prepare_weight(*state_, state_, NpuType::kInt4, ElementType::kInt4, k, n, 0);
   if (!prepared.is_ok()) return prepared.status();
   SimWeight& w = *prepared.value();
@@ -478,11 +478,7 @@ Status SimDevice::gemm_int4(const int8_t* a, int64_t m, const PackedWeight& pw, 
   if (w == nullptr) return invalid_argument("gemm_int4 needs an int4 weight packed by sim");
   const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
   if (m > 0) {
-    Status values = check_values(a, m * k, NpuType::kInt4, "activation");
-    if (!values.is_ok()) {
-      state_->refused();
-      return values;
-    }
+    NPUFLOW_RETURN_IF_ERROR(check_values(*state_, a, m * k, NpuType::kInt4, "activation"));
   }
   auto call = begin_call(*state_, *w, m, 4, c, static_cast<size_t>(m * n) * sizeof(int32_t));
   if (!call.is_ok()) return call.status();
@@ -511,11 +507,7 @@ Result<std::unique_ptr<PackedWeight>> SimDevice::pack_groupwise_weight(const int
   }
   const NpuType npu = type == ElementType::kInt4 ? NpuType::kInt4 : NpuType::kInt8;
   if (npu == NpuType::kInt4) {
-    Status values = check_values(weight, k * n, npu, "weight");
-    if (!values.is_ok()) {
-      state_->refused();
-      return values;
-    }
+    NPUFLOW_RETURN_IF_ERROR(check_values(*state_, weight, k * n, npu, "weight"));
   }
   auto prepared = prepare_weight(*state_, state_, npu, type, k, n, group);
   if (!prepared.is_ok()) return prepared.status();
@@ -536,11 +528,7 @@ Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t
   }
   const int64_t k = w->k(), n = w->n(), np = w->np, group = w->group(), groups = k / group;
   if (w->npu == NpuType::kInt4 && m > 0) {
-    Status values = check_values(a, m * k, NpuType::kInt4, "activation");
-    if (!values.is_ok()) {
-      state_->refused();
-      return values;
-    }
+    NPUFLOW_RETURN_IF_ERROR(check_values(*state_, a, m * k, NpuType::kInt4, "activation"));
   }
   auto call = begin_call(*state_, *w, m, 4, c, static_cast<size_t>(m * n) * sizeof(float));
   if (!call.is_ok()) return call.status();

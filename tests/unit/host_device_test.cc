@@ -24,6 +24,19 @@ std::vector<int32_t> brute_force(const std::vector<A>& a, const std::vector<int8
   return c;
 }
 
+// A lent pool of two threads taking alternate tasks.
+ExecContext two_threads() {
+  ExecContext context;
+  context.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
+    std::thread other([&] {
+      for (size_t i = 1; i < count; i += 2) task(i);
+    });
+    for (size_t i = 0; i < count; i += 2) task(i);
+    other.join();
+  };
+  return context;
+}
+
 template <typename A>
 void check_int8(ElementType type, int64_t m, int64_t k, int64_t n) {
   std::mt19937 rng(static_cast<uint32_t>(m * 131 + k * 7 + n));
@@ -164,11 +177,6 @@ TEST(HostDevice, Int4AndGroupwiseAreExactReferences) {
   EXPECT_FALSE(device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, 100).is_ok());
 }
 
-}  // namespace
-}  // namespace npuflow
-
-namespace npuflow {
-namespace {
 
 TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
   // 300 rows x 600 columns spans three row panels and three column blocks, the last ones ragged.
@@ -184,14 +192,6 @@ TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
   std::vector<int32_t> c(m * n, 0);
   std::vector<int> visits(m * n, 0);
   std::mutex mutex;
-  ExecContext two_workers;
-  two_workers.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
-    std::thread other([&] {
-      for (size_t i = 1; i < count; i += 2) task(i);
-    });
-    for (size_t i = 0; i < count; i += 2) task(i);
-    other.join();
-  };
   Status status = device.gemm_int8_blocks(
       a.data(), ElementType::kInt8, m, *packed.value(),
       [&](int64_t row, int64_t col, int64_t rows, int64_t cols, const int32_t* data, int64_t ld) {
@@ -202,32 +202,15 @@ TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
             visits[(row + r) * n + col + j]++;
           }
       },
-      two_workers);
+      two_threads());
   ASSERT_TRUE(status.is_ok()) << status.to_string();
   EXPECT_EQ(c, brute_force(a, w, m, k, n));
   EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), m * n);
 }
 
-}  // namespace
-}  // namespace npuflow
-
-namespace npuflow {
-namespace {
 
 // oneDNN's library-managed scratchpad is per primitive unless the library was built for
 // concurrent execution: tasks of one column block in different row panels must not share it.
-ExecContext two_threads() {
-  ExecContext context;
-  context.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
-    std::thread other([&] {
-      for (size_t i = 1; i < count; i += 2) task(i);
-    });
-    for (size_t i = 0; i < count; i += 2) task(i);
-    other.join();
-  };
-  return context;
-}
-
 TEST(HostDevice, ConcurrentRowPanelsOfOneBlockStayExact) {
   const int64_t m = 1024, k = 576, n = 256;  // eight row panels of one column block
   std::mt19937 rng(3);
