@@ -43,6 +43,9 @@ struct DeviceOptions {
   // Threads a device may start itself when the caller lends no pool (ExecContext); 0: one per
   // core.
   int threads = 0;
+  // Host device only: run int8 GEMMs as two 7-bit halves even where oneDNN's int8 kernel is
+  // exact (it is probed at start); lets the tests cover the split path on any CPU.
+  bool split_int8 = false;
 };
 
 // Receives finished int32 results: a block of `rows` x `cols` at (row, col) of the M x N result,

@@ -102,8 +102,11 @@ class Block {
 
 class OneDnnWeight final : public PackedWeight {
  public:
-  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks)
-      : PackedWeight(k, n, type), blocks_(std::move(blocks)) {}
+  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks,
+               std::vector<int32_t> column_sums)
+      : PackedWeight(k, n, type),
+        blocks_(std::move(blocks)),
+        column_sums_(std::move(column_sums)) {}
 
   size_t resident_bytes() const override {
     size_t bytes = 0;
@@ -111,10 +114,39 @@ class OneDnnWeight final : public PackedWeight {
     return bytes;
   }
   const std::vector<Block>& blocks() const { return blocks_; }
+  // sum_k w[k][n] of an int8 weight (empty for float): the split GEMM's int8 correction.
+  const std::vector<int32_t>& column_sums() const { return column_sums_; }
 
  private:
   std::vector<Block> blocks_;
+  std::vector<int32_t> column_sums_;
 };
+
+// oneDNN's int8 kernels for CPUs without VNNI (AVX2, AVX-512 without VNNI) add u8 x s8 products
+// in pairs into int16 with saturation (vpmaddubsw), so sums of large activations are clipped.
+// Probed once: the worst pair (255 x -128, twice) either comes back exact or the host device
+// splits every int8 GEMM into two with 7-bit activations (see Impl::run).
+bool onednn_int8_is_exact(const dnnl::engine& engine) {
+  try {
+    constexpr int64_t k = 64, n = 16, m = 4;
+    std::vector<uint8_t> a(static_cast<size_t>(m * k), 255);
+    std::vector<int8_t> w(static_cast<size_t>(k * n), -128);
+    std::vector<int32_t> c(static_cast<size_t>(m * n), 0);
+    dnnl::stream stream(engine);
+    dnnl::memory::desc a_desc({m, k}, dnnl_dt::u8, dnnl_tag::ab);
+    dnnl::memory::desc w_desc({k, n}, dnnl_dt::s8, dnnl_tag::ab);
+    dnnl::memory::desc c_desc({m, n}, dnnl_dt::s32, dnnl_tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc, w_desc, c_desc), engine);
+    dnnl::memory am(a_desc, engine, a.data()), wm(w_desc, engine, w.data()),
+        cm(c_desc, engine, c.data());
+    dnnl::matmul(pd).execute(stream,
+                             {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+    return std::all_of(c.begin(), c.end(), [](int32_t v) { return v == k * 255 * -128; });
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
 
 // Hands a finished dense block (rows x cols at (row, col), row stride cols) to the caller.
 using RawSink =
@@ -170,6 +202,7 @@ Status check_int4_values(const int8_t* values, int64_t count, const char* what) 
 struct HostDevice::Impl {
   DeviceOptions options;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  bool split_int8 = options.split_int8 || !onednn_int8_is_exact(engine);
 
   Result<std::unique_ptr<PackedWeight>> pack(const void* weight, int64_t k, int64_t n,
                                              ElementType weight_type, ElementType probe_src,
@@ -194,7 +227,15 @@ struct HostDevice::Impl {
         blocks.emplace_back(first, width, packed);
       }
       stream.wait();
-      return std::unique_ptr<PackedWeight>(new OneDnnWeight(k, n, weight_type, std::move(blocks)));
+      std::vector<int32_t> column_sums;
+      if (weight_type == ElementType::kInt8) {
+        column_sums.assign(static_cast<size_t>(n), 0);
+        const auto* w = static_cast<const int8_t*>(weight);
+        for (int64_t row = 0; row < k; ++row)
+          for (int64_t col = 0; col < n; ++col) column_sums[col] += w[row * n + col];
+      }
+      return std::unique_ptr<PackedWeight>(
+          new OneDnnWeight(k, n, weight_type, std::move(blocks), std::move(column_sums)));
     } catch (const dnnl::error& e) {
       return internal_error(str_cat("oneDNN could not pack a ", k, "x", n, " weight: ", e.what()));
     }
@@ -207,6 +248,26 @@ struct HostDevice::Impl {
              ElementType c_type, const RawSink& sink, const ExecContext& context) {
     const auto* weight = dynamic_cast<const OneDnnWeight*>(&w);
     if (weight == nullptr) return internal_error("weight was not packed by the host device");
+    // Exact int8 on a saturating kernel: a = 2 * hi + lo (+ -128 for int8, folded into a column
+    // correction), with hi and lo 7-bit and 1-bit uint8, so no pair of products can saturate.
+    const bool split = split_int8 && c_type == ElementType::kInt32;
+    std::vector<uint8_t> high, low;
+    if (split) {
+      const size_t count = static_cast<size_t>(m * w.k());
+      high.resize(count);
+      low.resize(count);
+      const int bias = a_type == ElementType::kInt8 ? 128 : 0;
+      for (size_t i = 0; i < count; ++i) {
+        const int value = (a_type == ElementType::kInt8 ? static_cast<const int8_t*>(a)[i]
+                                                        : static_cast<const uint8_t*>(a)[i]) +
+                          bias;
+        high[i] = static_cast<uint8_t>(value >> 1);
+        low[i] = static_cast<uint8_t>(value & 1);
+      }
+      a = high.data();
+    }
+    const ElementType src_type = split ? ElementType::kUInt8 : a_type;
+    const int32_t correction_scale = split && a_type == ElementType::kInt8 ? -128 : 0;
     const auto& blocks = weight->blocks();
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
@@ -215,12 +276,13 @@ struct HostDevice::Impl {
     for (const Block& block : blocks) {
       for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
                                std::pair{last_panel_rows, &last_panel}}) {
-        auto primitive = block.primitive_for(engine, rows, w.k(), to_dnnl(a_type), to_dnnl(c_type));
+        auto primitive =
+            block.primitive_for(engine, rows, w.k(), to_dnnl(src_type), to_dnnl(c_type));
         if (!primitive.is_ok()) return primitive.status();
         out->push_back(primitive.value());
       }
     }
-    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(a_type);
+    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(src_type);
     const size_t c_element = element_size(c_type);
     std::mutex failure_mutex;
     std::string failure;
@@ -235,26 +297,41 @@ struct HostDevice::Impl {
         omp_set_num_threads(context.has_pool()    ? 1
                             : options.threads > 0 ? options.threads
                                                   : omp_get_num_procs());
-        thread_local std::vector<uint8_t> block_out;
-        const size_t bytes = static_cast<size_t>(rows * block.width()) * c_element;
-        if (block_out.size() < bytes) block_out.resize(bytes);
-        dnnl::stream stream(engine);
-        dnnl::memory src({{rows, w.k()}, to_dnnl(a_type), dnnl_tag::ab}, engine,
-                         const_cast<uint8_t*>(static_cast<const uint8_t*>(a) + row * a_row_bytes));
-        dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
-                         block_out.data());
         const Block::Primitive& primitive =
             panel == panels - 1 ? last_panel[block_index] : full_panel[block_index];
         // Each thread brings its own scratchpad (see Block::Primitive).
         thread_local std::vector<uint8_t> scratch;
         const size_t scratch_bytes = primitive.scratchpad.get_size();
         if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
-        dnnl::memory scratchpad(primitive.scratchpad, engine, scratch.data());
-        primitive.matmul.execute(stream, {{DNNL_ARG_SRC, src},
-                                          {DNNL_ARG_WEIGHTS, block.packed()},
-                                          {DNNL_ARG_DST, dst},
-                                          {DNNL_ARG_SCRATCHPAD, scratchpad}});
-        stream.wait();
+        const size_t bytes = static_cast<size_t>(rows * block.width()) * c_element;
+        auto execute = [&](const void* source, std::vector<uint8_t>& out) {
+          if (out.size() < bytes) out.resize(bytes);
+          dnnl::stream stream(engine);
+          dnnl::memory src(
+              {{rows, w.k()}, to_dnnl(src_type), dnnl_tag::ab}, engine,
+              const_cast<uint8_t*>(static_cast<const uint8_t*>(source) + row * a_row_bytes));
+          dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
+                           out.data());
+          dnnl::memory scratchpad(primitive.scratchpad, engine, scratch.data());
+          primitive.matmul.execute(stream, {{DNNL_ARG_SRC, src},
+                                            {DNNL_ARG_WEIGHTS, block.packed()},
+                                            {DNNL_ARG_DST, dst},
+                                            {DNNL_ARG_SCRATCHPAD, scratchpad}});
+          stream.wait();
+        };
+        thread_local std::vector<uint8_t> block_out, block_low;
+        execute(a, block_out);
+        if (split) {
+          execute(low.data(), block_low);
+          auto* out = reinterpret_cast<int32_t*>(block_out.data());
+          const auto* lo = reinterpret_cast<const int32_t*>(block_low.data());
+          const int32_t* sums = weight->column_sums().data() + block.first_column();
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < block.width(); ++c) {
+              const int64_t i = r * block.width() + c;
+              out[i] = 2 * out[i] + lo[i] + correction_scale * sums[c];
+            }
+        }
         sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);

@@ -38,14 +38,16 @@ ExecContext two_threads() {
 }
 
 template <typename A>
-void check_int8(ElementType type, int64_t m, int64_t k, int64_t n) {
+void check_int8(ElementType type, int64_t m, int64_t k, int64_t n, bool split = false) {
   std::mt19937 rng(static_cast<uint32_t>(m * 131 + k * 7 + n));
   std::uniform_int_distribution<int> any(-128, 255);
   std::vector<A> a(m * k);
   for (auto& v : a) v = static_cast<A>(any(rng));
   std::vector<int8_t> w(k * n);
   for (auto& v : w) v = static_cast<int8_t>(any(rng) - 64);
-  HostDevice device({});
+  DeviceOptions options;
+  options.split_int8 = split;
+  HostDevice device(options);
   auto packed = device.pack_int8_weight(w.data(), k, n);
   ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
   std::vector<int32_t> c(m * n, -1), loop(m * n, -1);
@@ -63,6 +65,31 @@ TEST(HostDevice, Int8GemmIsExactForSignedActivations) {
 
 TEST(HostDevice, Int8GemmIsExactForUnsignedActivations) {
   for (int64_t m : {1, 3, 32}) check_int8<uint8_t>(ElementType::kUInt8, m, 128, 40);
+}
+
+// The 7-bit split that keeps int8 exact on oneDNN kernels that saturate int16 pair sums (CPUs
+// without VNNI). It runs there by itself; forced here so every CPU tests it.
+TEST(HostDevice, SplitInt8GemmIsExactForBothActivationTypes) {
+  for (int64_t m : {1, 5, 130}) check_int8<int8_t>(ElementType::kInt8, m, 96, 300, true);
+  for (int64_t m : {2, 33}) check_int8<uint8_t>(ElementType::kUInt8, m, 128, 40, true);
+}
+
+TEST(HostDevice, SplitInt8GemmIsExactAtSaturatingValues) {
+  // 255 x -128 in every pair: what vpmaddubsw clips to -32768 per pair.
+  const int64_t m = 8, k = 1024, n = 48;
+  std::vector<uint8_t> a(m * k, 255);
+  std::vector<int8_t> w(k * n, -128);
+  for (bool split : {false, true}) {
+    DeviceOptions options;
+    options.split_int8 = split;
+    HostDevice device(options);
+    auto packed = device.pack_int8_weight(w.data(), k, n);
+    ASSERT_TRUE(packed.is_ok());
+    std::vector<int32_t> c(m * n);
+    ASSERT_TRUE(
+        device.gemm_int8(a.data(), ElementType::kUInt8, m, *packed.value(), c.data(), {}).is_ok());
+    for (int32_t v : c) ASSERT_EQ(v, k * 255 * -128) << "split=" << split;
+  }
 }
 
 TEST(HostDevice, Int8GemmIsExactAtExtremeValues) {
@@ -177,7 +204,6 @@ TEST(HostDevice, Int4AndGroupwiseAreExactReferences) {
   EXPECT_FALSE(device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, 100).is_ok());
 }
 
-
 TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
   // 300 rows x 600 columns spans three row panels and three column blocks, the last ones ragged.
   const int64_t m = 300, k = 64, n = 600;
@@ -207,7 +233,6 @@ TEST(HostDevice, BlockSinkCoversEveryRowPanelAndColumnBlockOnce) {
   EXPECT_EQ(c, brute_force(a, w, m, k, n));
   EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), m * n);
 }
-
 
 // oneDNN's library-managed scratchpad is per primitive unless the library was built for
 // concurrent execution: tasks of one column block in different row panels must not share it.
