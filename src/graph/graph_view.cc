@@ -14,16 +14,17 @@ int64_t NodeInfo::int_attribute(const std::string& attr_name, int64_t fallback) 
   return attr && attr->integer ? *attr->integer : fallback;
 }
 
+bool is_standard_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx" || domain == "com.microsoft";
+}
+
 NodeId GraphView::producer_if(ValueId id, const char* op) const {
   if (id == kNoValue) return kNoNode;
   const NodeId producer = value(id).producer;
   if (producer == kNoNode) return kNoNode;
   const NodeInfo& info = node(producer);
   if (info.op_type != op) return kNoNode;
-  if (!info.domain.empty() && info.domain != "ai.onnx" && info.domain != "com.microsoft") {
-    return kNoNode;
-  }
-  return producer;
+  return is_standard_domain(info) ? producer : kNoNode;
 }
 
 ValueId GraphView::add_value(ValueInfo info) {

@@ -73,6 +73,13 @@ class GraphView {
   NodeId add_node(NodeInfo info);  // links producers and consumers
 };
 
+// The domains whose ops mean what the ONNX spec says: ai.onnx ("" too) and com.microsoft (ONNX
+// Runtime's contrib ops keep the ONNX meaning for the names they share). Every matcher asks this.
+bool is_standard_domain(const std::string& domain);
+inline bool is_standard_domain(const NodeInfo& node) {
+  return is_standard_domain(node.domain);
+}
+
 int64_t element_count(const std::vector<int64_t>& shape);
 // The product of every dimension but the last (the rows of a GEMM operand); -1 if one is dynamic.
 int64_t leading_rows(const std::vector<int64_t>& shape);

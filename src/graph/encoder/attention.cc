@@ -1,0 +1,318 @@
+#include <algorithm>
+#include <set>
+
+#include "core/strings.h"
+#include "graph/encoder/matcher.h"
+
+namespace npuflow::encoder {
+
+std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
+                                           bool allow_select) const {
+  Chain chain;
+  Used local;
+  for (int guard = 0; guard < 12; ++guard) {
+    Used lin_used;
+    if (auto lin = linear(v, lin_used, true)) {
+      chain.linear = *lin;
+      if (lin->reshaped_output != kNoNode) chain.ops.push_back(lin->reshaped_output);
+      std::reverse(chain.ops.begin(), chain.ops.end());
+      local.insert(local.end(), lin_used.begin(), lin_used.end());
+      used.insert(used.end(), local.begin(), local.end());
+      return chain;
+    }
+    const NodeId p = producer(v);
+    if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
+    const NodeInfo& node = g_.node(p);
+    // The fused value has one reader per part: attention() checks they are q's, k's and v's.
+    if (v != chain.fused && non_shape_consumers(v).size() != 1) return std::nullopt;
+    if (node.op_type == "Reshape" || node.op_type == "Transpose") {
+      chain.ops.push_back(p);
+      local.push_back(p);
+      v = node.input(0);
+    } else if (allow_select && chain.selector == kNoNode &&
+               (node.op_type == "Split" || node.op_type == "Slice" || node.op_type == "Gather")) {
+      chain.selector = p;
+      chain.split_output = static_cast<int>(std::find(node.outputs.begin(), node.outputs.end(), v) -
+                                            node.outputs.begin());
+      chain.ops.push_back(p);
+      local.push_back(p);
+      v = chain.fused = node.input(0);
+    } else if (allow_scale && (node.op_type == "Mul" || node.op_type == "Div")) {
+      Used s;
+      if (auto c = scalar(node.input(1), s)) {
+        scale = node.op_type == "Mul" ? scale * *c : scale / *c;
+        v = node.input(0);
+      } else if (node.op_type == "Mul" && (c = scalar(node.input(0), s))) {
+        scale *= *c;
+        v = node.input(1);
+      } else {
+        return std::nullopt;
+      }
+      local.insert(local.end(), s.begin(), s.end());
+      local.push_back(p);
+    } else if (node.op_type == "Identity") {
+      local.push_back(p);
+      v = node.input(0);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> Matcher::heads_of(const std::vector<NodeId>& ops) const {
+  for (NodeId n : ops) {
+    const NodeInfo& node = g_.node(n);
+    if (node.op_type != "Reshape") continue;
+    auto target = reshape_target(node);
+    if (target && target->size() == 4 && (*target)[2] > 0) return (*target)[2];
+    if (target && target->size() == 4 && (*target)[3] > 0) return -(*target)[3];  // -dh
+    // A fused projection viewed as [B, T, 3, H, dh] (timm).
+    if (target && target->size() == 5 && (*target)[2] == 3 && (*target)[3] > 0) return (*target)[3];
+    if (target && target->size() == 5 && (*target)[2] == 3 && (*target)[4] > 0)
+      return -(*target)[4];
+  }
+  return std::nullopt;
+}
+
+std::optional<Attention> Matcher::attention(ValueId o_in, int64_t tokens, Used& used,
+                                            Fail& why) const {
+  Used local;
+  std::vector<NodeId> merge;
+  ValueId v = o_in;
+  while (NodeId p = producer(v)) {
+    if (p == kNoNode) break;
+    const NodeInfo& node = g_.node(p);
+    if ((node.op_type != "Reshape" && node.op_type != "Transpose") || !is_standard_domain(node))
+      break;
+    if (non_shape_consumers(v).size() != 1) return std::nullopt;
+    merge.push_back(p);
+    local.push_back(p);
+    v = node.input(0);
+  }
+  std::reverse(merge.begin(), merge.end());
+  const NodeId pv = producer_is(v, "MatMul");
+  if (pv == kNoNode || merge.empty()) return std::nullopt;
+  local.push_back(pv);
+  ValueId probs = g_.node(pv).input(0);
+  const ValueId vh = g_.node(pv).input(1);
+  // softmax(..., dtype=float32).to(dtype) exports a Cast; eval-mode Dropout may stay.
+  for (int guard = 0; guard < 3; ++guard) {
+    const NodeId p = producer(probs);
+    if (!(is(p, "Cast") || is(p, "Identity") || is(p, "Dropout")) ||
+        g_.value(g_.node(p).outputs[0]).type != ElementType::kFloat32 ||
+        non_shape_consumers(probs).size() != 1)
+      break;
+    local.push_back(p);
+    probs = g_.node(p).input(0);
+  }
+  const NodeId softmax = producer_is(probs, "Softmax");
+  if (softmax == kNoNode) {
+    why = {"attention_shape", "P @ V does not read a Softmax"};
+    return std::nullopt;
+  }
+  {
+    const NodeInfo& sm = g_.node(softmax);
+    const int64_t axis = sm.int_attribute("axis", -1);
+    if (axis != -1 && axis != 3) {
+      why = {"attention_shape", str_cat("Softmax over axis ", axis)};
+      return std::nullopt;
+    }
+  }
+  local.push_back(softmax);
+  float scale = 1.0f;
+  ValueId s = g_.node(softmax).input(0);
+  for (int guard = 0; guard < 4; ++guard) {
+    const NodeId p = producer(s);
+    if (is(p, "Add")) {
+      why = {"attention_mask", "the attention scores get an additive mask the plan cannot honour"};
+      return std::nullopt;
+    }
+    if (!is(p, "Mul") && !is(p, "Div")) break;
+    const NodeInfo& node = g_.node(p);
+    Used sc;
+    if (auto c = scalar(node.input(1), sc)) {
+      scale = node.op_type == "Mul" ? scale * *c : scale / *c;
+      s = node.input(0);
+    } else if (node.op_type == "Mul" && (c = scalar(node.input(0), sc))) {
+      scale *= *c;
+      s = node.input(1);
+    } else {
+      why = {"attention_mask", "the attention scores are scaled by a tensor"};
+      return std::nullopt;
+    }
+    local.insert(local.end(), sc.begin(), sc.end());
+    local.push_back(p);
+  }
+  const NodeId qk = producer_is(s, "MatMul");
+  if (qk == kNoNode) {
+    why = {"attention_shape", "the Softmax does not read Q @ K^T"};
+    return std::nullopt;
+  }
+  local.push_back(qk);
+  auto q = layout_chain(g_.node(qk).input(0), scale, local, true);
+  auto k = layout_chain(g_.node(qk).input(1), scale, local, true);
+  float no_scale = 1.0f;
+  auto val = layout_chain(vh, no_scale, local, false);
+  if (!q || !k || !val) {
+    why = {"attention_shape", "Q, K or V is not a head split of a linear projection"};
+    return std::nullopt;
+  }
+  if (q->linear.x != k->linear.x || q->linear.x != val->linear.x) {
+    why = {"attention_inputs", "Q, K and V do not read the same tensor"};
+    return std::nullopt;
+  }
+  const int64_t d = q->linear.k;
+  // Separate projections, or one fused projection whose output q, k and v each select a part
+  // of (Split, Slice, or Reshape [B,T,3,H,dh] + Transpose + Gather).
+  const int selectors =
+      (q->selector != kNoNode) + (k->selector != kNoNode) + (val->selector != kNoNode);
+  const bool fused = selectors > 0;
+  if (fused) {
+    if (selectors != 3 || q->fused != k->fused || q->fused != val->fused ||
+        q->linear.ref.weight != k->linear.ref.weight ||
+        q->linear.ref.weight != val->linear.ref.weight) {
+      why = {"fused_qkv", "Q, K and V do not all select a part of the same fused projection"};
+      return std::nullopt;
+    }
+    // Nothing but the three selectors (one Split, or three Slices/Gathers) reads the fused
+    // value, and each Split output is one part.
+    const std::set<NodeId> selected = {q->selector, k->selector, val->selector};
+    const std::vector<NodeId> readers = non_shape_consumers(q->fused);
+    if (std::set<NodeId>(readers.begin(), readers.end()) != selected ||
+        readers.size() != selected.size() ||
+        (selected.size() == 1 && g_.node(q->selector).outputs.size() != 3) ||
+        (selected.size() != 1 && selected.size() != 3)) {
+      why = {"fused_qkv", str_cat("the fused projection '", name(q->fused),
+                                  "' is read by other nodes than the Q, K and V selectors")};
+      return std::nullopt;
+    }
+    if (q->linear.n != 3 * d) {
+      why = {"fused_qkv", str_cat("the fused projection has ", q->linear.n,
+                                  " output columns, not 3 x hidden (", 3 * d, ")")};
+      return std::nullopt;
+    }
+  } else if (q->linear.n != d || k->linear.n != d || val->linear.n != d) {
+    why = {"attention_shape", "Q, K and V projections are not square"};
+    return std::nullopt;
+  }
+  Attention att;
+  att.x = q->linear.x;
+  att.q = q->linear.ref;
+  att.k = k->linear.ref;
+  att.v = val->linear.ref;
+  att.d = d;
+  att.scale = scale;
+  if (options_.heads > 0) {
+    att.heads = options_.heads;
+    att.heads_source = "knob";
+  } else if (auto h = heads_of(q->ops)) {
+    att.heads = *h > 0 ? *h : (d % -*h == 0 ? d / -*h : 0);
+    att.heads_source = "graph";
+  }
+  if (att.heads <= 0 || d % att.heads != 0) {
+    why = {"heads_unknown",
+           str_cat("cannot infer the attention head count of hidden size ", d,
+                   " from the graph; set NPUFLOW_HEADS (provider option 'heads') to the "
+                   "model's num_attention_heads, e.g. NPUFLOW_HEADS=",
+                   d % 64 == 0 ? d / 64 : 1, " if its head dim is ", d % 64 == 0 ? 64 : d)};
+    return std::nullopt;
+  }
+  // Replay the layouts on index tensors: Q, V -> [1,H,T,dh], K -> [1,H,dh,T], merge -> [1,T,D].
+  // The source is the projection's output [1,T,N] (N = 3D when fused); a part's expected
+  // values are its D columns at `offset`.
+  const int64_t t = tokens > 0 ? tokens : 5;
+  const int64_t h = att.heads, dh = d / att.heads;
+  const int64_t n = fused ? 3 * d : d;
+  auto source = [&] {
+    IndexTensor x;
+    x.shape = {1, t, n};
+    x.data.resize(static_cast<size_t>(t * n));
+    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<int32_t>(i);
+    return x;
+  };
+  auto expect = [&](bool key, int64_t stride, int64_t offset) {
+    std::vector<int32_t> out;
+    for (int64_t hh = 0; hh < h; ++hh) {
+      if (key) {
+        for (int64_t c = 0; c < dh; ++c)
+          for (int64_t tt = 0; tt < t; ++tt)
+            out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
+      } else {
+        for (int64_t tt = 0; tt < t; ++tt)
+          for (int64_t c = 0; c < dh; ++c)
+            out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
+      }
+    }
+    return out;
+  };
+  // A fused part is the block of D columns its replay lands in: [0,D) q, [D,2D) k, [2D,3D) v,
+  // nothing else (a part of another width, straddling two blocks, or two parts swapped).
+  struct Part {
+    bool replayed = false;
+    int64_t lo = 0, hi = 0;  // the columns it reads
+  };
+  auto replay_part = [&](IndexTensor& x, const Chain& chain) {
+    Part part;
+    part.replayed = replay(x, chain.ops, chain.split_output) && !x.data.empty();
+    if (part.replayed) {
+      part.lo = n;
+      for (int32_t i : x.data) {
+        part.lo = std::min<int64_t>(part.lo, i % n);
+        part.hi = std::max<int64_t>(part.hi, i % n + 1);
+      }
+    }
+    return part;
+  };
+  IndexTensor tq = source(), tk = source(), tv = source();
+  const Part part_q = replay_part(tq, *q), part_k = replay_part(tk, *k),
+             part_v = replay_part(tv, *val);
+  if (fused && part_q.replayed && part_k.replayed && part_v.replayed) {
+    const Part* parts[3] = {&part_q, &part_k, &part_v};
+    const char* names[3] = {"q", "k", "v"};
+    std::vector<std::string> ranges;
+    bool blocks = true, ordered = true;
+    for (int i = 0; i < 3; ++i) {
+      ranges.push_back(str_cat(names[i], " [", parts[i]->lo, ",", parts[i]->hi, ")"));
+      blocks &= parts[i]->hi - parts[i]->lo == d && parts[i]->lo % d == 0;
+      ordered &= parts[i]->lo == i * d;
+    }
+    if (!blocks) {
+      why = {"fused_qkv_split",
+             str_cat("the fused projection's ", n, " columns are not split into three blocks of ",
+                     d, ": ", join(ranges, ", "))};
+      return std::nullopt;
+    }
+    if (!ordered) {
+      why = {"fused_qkv_order",
+             str_cat("the fused projection's blocks are not q|k|v in that order: ",
+                     join(ranges, ", "))};
+      return std::nullopt;
+    }
+    att.q.col_begin = 0;
+    att.k.col_begin = d;
+    att.v.col_begin = 2 * d;
+    att.q.cols = att.k.cols = att.v.cols = d;
+  }
+  const bool ok_q = part_q.replayed && tq.data == expect(false, n, 0);
+  const bool ok_k = part_k.replayed && tk.data == expect(true, n, fused ? d : 0);
+  const bool ok_v = part_v.replayed && tv.data == expect(false, n, fused ? 2 * d : 0);
+  IndexTensor tm;
+  tm.shape = {1, h, t, dh};
+  tm.data = expect(false, d, 0);
+  bool ok_m = replay(tm, merge) && tm.shape.size() == 3 && tm.shape[2] == d;
+  for (size_t i = 0; ok_m && i < tm.data.size(); ++i) ok_m = tm.data[i] == static_cast<int32_t>(i);
+  if (!ok_q || !ok_k || !ok_v || !ok_m) {
+    why = {"attention_layout",
+           str_cat("the head split/merge does not move data as ", h, " heads of ", dh, " would (q ",
+                   ok_q, " k ", ok_k, " v ", ok_v, " merge ", ok_m, ")",
+                   fused ? " from a fused projection" : "",
+                   att.heads_source == "knob" ? " with NPUFLOW_HEADS" : "")};
+    return std::nullopt;
+  }
+  att.fused = fused;
+  used.insert(used.end(), local.begin(), local.end());
+  return att;
+}
+
+}  // namespace npuflow::encoder

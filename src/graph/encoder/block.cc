@@ -1,0 +1,210 @@
+#include "core/strings.h"
+#include "graph/encoder/matcher.h"
+
+namespace npuflow::encoder {
+
+std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
+                                      Fail& why) const {
+  for (NodeId add1 : g_.value(h).consumers) {
+    if (!is(add1, "Add")) continue;
+    const NodeInfo& a1 = g_.node(add1);
+    const ValueId branch = a1.input(0) == h ? a1.input(1) : a1.input(0);
+    if (branch == h) continue;
+    Used local;
+    EncoderLayerRef L;
+    // The output projection (its width fixes D for the LayerScale check).
+    Used o_used;
+    std::string ls1;
+    ValueId o_value = branch;
+    auto o = linear(o_value, o_used);
+    if (!o) {
+      if (NodeId mul = producer_is(branch, "Mul"); mul != kNoNode) {
+        for (int side = 0; side < 2 && !o; ++side) {
+          const ValueId c = g_.node(mul).input(static_cast<size_t>(side));
+          const ValueId x = g_.node(mul).input(static_cast<size_t>(1 - side));
+          if (!float_constant(c) || float_count(c) <= 1) continue;
+          o_used.clear();
+          o = linear(x, o_used);
+          if (o && float_count(c) == o->n && non_shape_consumers(x).size() == 1) {
+            ls1 = name(c);
+            o_used.push_back(mul);
+          } else {
+            o.reset();
+          }
+        }
+      }
+    }
+    if (!o) continue;
+    local = o_used;
+    L.layer_scale1 = ls1;
+    L.o = o->ref;
+    Fail att_why;
+    auto att = attention(o->x, tokens, local, att_why);
+    if (!att) {
+      if (!att_why.reason.empty()) why = att_why;
+      continue;
+    }
+    L.q = att->q;
+    L.k = att->k;
+    L.v = att->v;
+    L.fused_qkv = att->fused;
+    L.attention_scale = att->scale;
+    heads_ = att->heads;
+    heads_source_ = att->heads_source;
+    const int64_t d = att->d;
+    ValueId mid = kNoValue;
+    if (att->x == h) {
+      L.pre_norm = false;
+      // Post-LN: LN(h + attn) is the next value.
+      std::vector<Used> lu;
+      auto lns = forward_layernorms(a1.outputs[0], {}, lu);
+      if (lns.size() != 1) {
+        why = {"block_shape", "a post-LN block without exactly one LayerNorm after its add"};
+        continue;
+      }
+      L.norm1 = lns[0].second.ref;
+      local.insert(local.end(), lu[0].begin(), lu[0].end());
+      mid = lns[0].first;
+    } else {
+      Used ln_used;
+      auto ln = layernorm(att->x, ln_used);
+      if (!ln || ln->x != h) {
+        why = {"block_shape", "the attention input is neither the stream nor a LayerNorm of it"};
+        continue;
+      }
+      L.pre_norm = true;
+      L.norm1 = ln->ref;
+      last_norm1_ = {att->x, ln->ref};
+      local.insert(local.end(), ln_used.begin(), ln_used.end());
+      mid = a1.outputs[0];
+    }
+    local.push_back(add1);
+    // The MLP.
+    bool mlp_ok = false;
+    ValueId next = kNoValue;
+    for (NodeId add2 : g_.value(mid).consumers) {
+      if (!is(add2, "Add")) continue;
+      const NodeInfo& a2 = g_.node(add2);
+      const ValueId b2 = a2.input(0) == mid ? a2.input(1) : a2.input(0);
+      Used m_used;
+      std::string ls2;
+      ValueId fc2_out = b2;
+      if (NodeId mul = producer_is(b2, "Mul"); mul != kNoNode) {
+        for (int side = 0; side < 2; ++side) {
+          const ValueId c = g_.node(mul).input(static_cast<size_t>(side));
+          if (float_constant(c) && float_count(c) == d && non_shape_consumers(b2).size() == 1) {
+            ls2 = name(c);
+            m_used.push_back(mul);
+            fc2_out = g_.node(mul).input(static_cast<size_t>(1 - side));
+            break;
+          }
+        }
+      }
+      auto fc2 = linear(fc2_out, m_used);
+      if (!fc2 || fc2->n != d) continue;
+      ValueId u = kNoValue;
+      Fail act_why;
+      auto act = activation(fc2->x, u, m_used, act_why);
+      if (!act) {
+        why = act_why;
+        continue;
+      }
+      auto fc1 = linear(u, m_used);
+      if (!fc1 || fc1->k != d || fc1->n != fc2->k) continue;
+      if (L.pre_norm) {
+        auto ln = layernorm(fc1->x, m_used);
+        if (!ln || ln->x != mid) {
+          why = {"block_shape", "the MLP input is not a LayerNorm of the stream"};
+          continue;
+        }
+        L.norm2 = ln->ref;
+        next = a2.outputs[0];
+        m_used.push_back(add2);
+      } else {
+        if (fc1->x != mid) continue;
+        m_used.push_back(add2);
+        std::vector<Used> lu;
+        auto lns = forward_layernorms(a2.outputs[0], {}, lu);
+        if (lns.size() != 1) continue;
+        L.norm2 = lns[0].second.ref;
+        m_used.insert(m_used.end(), lu[0].begin(), lu[0].end());
+        next = lns[0].first;
+      }
+      L.fc1 = fc1->ref;
+      L.fc2 = fc2->ref;
+      L.layer_scale2 = ls2;
+      L.activation = *act;
+      local.insert(local.end(), m_used.begin(), m_used.end());
+      mlp_ok = true;
+      break;
+    }
+    if (!mlp_ok) {
+      if (why.reason.empty()) why = {"block_shape", "no MLP after the attention"};
+      continue;
+    }
+    layer = L;
+    hidden_ = d;
+    used.insert(used.end(), local.begin(), local.end());
+    return next;
+  }
+  if (why.reason.empty()) why = {"no_block", str_cat("no transformer block reads '", name(h), "'")};
+  return std::nullopt;
+}
+
+bool Matcher::stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, Stack& out,
+                    Fail& why) const {
+  std::set<NodeId> none;
+  std::vector<ValueId>& stream = out.stream;
+  ValueId h = embedding;
+  Used& blocks_used = out.blocks_used;
+  Fail first_why;
+  EncoderLayerRef layer;
+  auto first = block(h, tokens, layer, blocks_used, first_why);
+  std::optional<Norm>& pre = out.pre;
+  Used& pre_used = out.pre_used;
+  if (!first) {
+    std::vector<Used> lu;
+    auto lns = forward_layernorms(embedding, none, lu);
+    for (size_t i = 0; i < lns.size() && !first; ++i) {
+      Fail w2;
+      blocks_used.clear();
+      first = block(lns[i].first, tokens, layer, blocks_used, w2);
+      if (first) {
+        pre = lns[i].second;
+        pre_used = lu[i];
+        h = lns[i].first;
+      }
+    }
+  }
+  if (!first) {
+    why = first_why;
+    return false;
+  }
+  // A block's first LayerNorm read outside too (e.g. CSE merged it with an identical tap norm).
+  auto& norm1_outputs = out.norm1_outputs;
+  stream.push_back(h);
+  enc.layers.push_back(layer);
+  if (layer.pre_norm) norm1_outputs[last_norm1_.first] = {0, last_norm1_.second};
+  h = *first;
+  stream.push_back(h);
+  for (;;) {
+    Fail next_why;
+    Used u;
+    auto next = block(h, tokens, layer, u, next_why);
+    if (next && layer.pre_norm) {
+      norm1_outputs[last_norm1_.first] = {static_cast<int>(stream.size() - 1), last_norm1_.second};
+    }
+    if (!next) break;
+    blocks_used.insert(blocks_used.end(), u.begin(), u.end());
+    enc.layers.push_back(layer);
+    h = *next;
+    stream.push_back(h);
+  }
+  enc.hidden = hidden_;
+  enc.heads = heads_;
+  enc.heads_source = heads_source_;
+  if (pre) enc.pre_norm = pre->ref;
+  return true;
+}
+
+}  // namespace npuflow::encoder

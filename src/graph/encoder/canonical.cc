@@ -1,0 +1,260 @@
+#include "graph/encoder/canonical.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace npuflow::encoder {
+
+bool CanonicalGraph::is(NodeId n, const char* op) const {
+  return n != kNoNode && g_.node(n).op_type == op && is_standard_domain(g_.node(n));
+}
+NodeId CanonicalGraph::producer_is(ValueId v, const char* op) const {
+  NodeId n = producer(v);
+  return is(n, op) ? n : kNoNode;
+}
+ValueId CanonicalGraph::through_identity(ValueId v) const {
+  for (int guard = 0; guard < 4 && v != kNoValue && !g_.is_constant(v); ++guard) {
+    const NodeId p = producer(v);
+    if (p == kNoNode || g_.node(p).op_type != "Identity") break;
+    v = g_.node(p).input(0);
+  }
+  return v;
+}
+bool CanonicalGraph::float_constant(ValueId v) const {
+  v = through_identity(v);
+  return g_.is_constant(v) && g_.value(v).type == ElementType::kFloat32;
+}
+int64_t CanonicalGraph::float_count(ValueId v) const {
+  return static_cast<int64_t>(g_.value(through_identity(v)).constant->bytes / sizeof(float));
+}
+const float* CanonicalGraph::float_data(ValueId v) const {
+  return static_cast<const float*>(g_.value(through_identity(v)).constant->data);
+}
+
+std::optional<float> CanonicalGraph::scalar(ValueId v, Used& used) const {
+  if (v == kNoValue) return std::nullopt;
+  if (float_constant(v)) {
+    if (float_count(v) != 1) return std::nullopt;
+    return float_data(v)[0];
+  }
+  const NodeId p = producer(v);
+  if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
+  const NodeInfo& node = g_.node(p);
+  if (node.op_type != "Sqrt" && node.op_type != "Reciprocal" && node.op_type != "Cast" &&
+      node.op_type != "Identity") {
+    return std::nullopt;
+  }
+  Used inner;
+  auto x = scalar(node.input(0), inner);
+  if (!x) return std::nullopt;
+  used.insert(used.end(), inner.begin(), inner.end());
+  used.push_back(p);
+  if (node.op_type == "Sqrt") return std::sqrt(*x);
+  if (node.op_type == "Reciprocal") return 1.0f / *x;
+  return *x;
+}
+
+std::optional<std::vector<int64_t>> CanonicalGraph::int_constant(ValueId v) const {
+  if (!g_.is_constant(v)) return std::nullopt;
+  const ValueInfo& info = g_.value(v);
+  std::vector<int64_t> out;
+  if (info.type == ElementType::kInt64) {
+    const auto* p = static_cast<const int64_t*>(info.constant->data);
+    out.assign(p, p + info.constant->bytes / 8);
+  } else if (info.type == ElementType::kInt32) {
+    const auto* p = static_cast<const int32_t*>(info.constant->data);
+    out.assign(p, p + info.constant->bytes / 4);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::vector<int64_t> CanonicalGraph::int_list_attribute(const NodeInfo& node,
+                                                        const char* attr) const {
+  if (const Attribute* a = node.attribute(attr); a && a->integers) return *a->integers;
+  return {};
+}
+
+std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int depth) const {
+  if (depth > 8 || v == kNoValue) return std::nullopt;
+  if (auto c = int_constant(v)) return c;
+  const NodeId p = producer(v);
+  if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
+  const NodeInfo& node = g_.node(p);
+  const std::string& op = node.op_type;
+  if (op == "Shape") {
+    const ValueInfo& x = g_.value(node.input(0));
+    if (!x.has_shape) return std::nullopt;
+    std::vector<int64_t> dims = x.shape;  // unknown dims stay -1 (a Reshape infers one)
+    if (!dims.empty() && dims[0] < 0) dims[0] = 1;
+    for (int64_t& d : dims) d = d < 0 ? -1 : d;
+    const auto rank = static_cast<int64_t>(dims.size());
+    int64_t start = node.int_attribute("start", 0), end = node.int_attribute("end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    return std::vector<int64_t>(dims.begin() + start, dims.begin() + end);
+  }
+  if (op == "Cast" || op == "Identity") return shape_values(node.input(0), depth + 1);
+  auto data = shape_values(node.input(0), depth + 1);
+  if (!data) return std::nullopt;
+  if (op == "Unsqueeze" || op == "Squeeze") return data;
+  if (op == "Gather") {
+    auto idx = int_constant(node.input(1));
+    if (!idx || node.int_attribute("axis", 0) != 0) return std::nullopt;
+    std::vector<int64_t> out;
+    for (int64_t i : *idx) {
+      if (i < 0) i += static_cast<int64_t>(data->size());
+      if (i < 0 || i >= static_cast<int64_t>(data->size())) return std::nullopt;
+      out.push_back((*data)[static_cast<size_t>(i)]);
+    }
+    return out;
+  }
+  if (op == "Slice") {
+    auto starts = int_constant(node.input(1));
+    auto ends = int_constant(node.input(2));
+    if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+    if (node.input(4) != kNoValue) {
+      auto steps = int_constant(node.input(4));
+      if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
+    }
+    const auto n = static_cast<int64_t>(data->size());
+    int64_t s = (*starts)[0], e = (*ends)[0];
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    s = std::clamp<int64_t>(s, 0, n);
+    e = std::clamp<int64_t>(e, s, n);
+    return std::vector<int64_t>(data->begin() + s, data->begin() + e);
+  }
+  if (op == "Concat") {
+    std::vector<int64_t> out;
+    for (ValueId part : node.inputs) {
+      auto values = shape_values(part, depth + 1);
+      if (!values) return std::nullopt;
+      out.insert(out.end(), values->begin(), values->end());
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> CanonicalGraph::reshape_target(const NodeInfo& reshape) const {
+  if (auto c = shape_values(reshape.input(1))) return c;
+  const ValueInfo& y = g_.value(reshape.outputs[0]);
+  if (y.has_shape) {
+    std::vector<int64_t> out = y.shape;
+    if (!out.empty() && out[0] < 0) out[0] = 1;
+    if (std::count(out.begin(), out.end(), -1) <= 1) return out;
+  }
+  return std::nullopt;
+}
+
+std::vector<NodeId> CanonicalGraph::non_shape_consumers(ValueId v) const {
+  std::vector<NodeId> out;
+  for (NodeId c : g_.value(v).consumers) {
+    if (g_.node(c).op_type != "Shape") out.push_back(c);
+  }
+  return out;
+}
+
+bool CanonicalGraph::is_shape_node(NodeId n) const {
+  const NodeInfo& node = g_.node(n);
+  if (node.op_type == "Shape" || node.op_type == "Size") return true;
+  if (node.op_type == "Identity" && g_.is_constant(through_identity(node.input(0)))) return true;
+  for (ValueId out : node.outputs) {
+    const ElementType t = g_.value(out).type;
+    if (t == ElementType::kFloat32 || t == ElementType::kFloat16) return false;
+  }
+  return !node.outputs.empty();
+}
+
+bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops,
+                            int split_output) const {
+  for (NodeId n : ops) {
+    const NodeInfo& node = g_.node(n);
+    const auto rank = static_cast<int64_t>(t.shape.size());
+    if (node.op_type == "Reshape") {
+      auto target = reshape_target(node);
+      if (!target || !t.reshape(*target)) return false;
+    } else if (node.op_type == "Transpose") {
+      auto perm = perm_of(node);
+      if (!perm || !t.transpose(*perm)) return false;
+    } else if (node.op_type == "Split") {
+      int64_t axis = node.int_attribute("axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return false;
+      const auto parts = static_cast<int64_t>(node.outputs.size());
+      std::vector<int64_t> sizes;
+      if (node.input(1) != kNoValue) {
+        auto c = int_constant(node.input(1));
+        if (!c) return false;
+        sizes = *c;
+      } else {
+        sizes = int_list_attribute(node, "split");
+      }
+      const int64_t dim = t.shape[static_cast<size_t>(axis)];
+      if (sizes.empty()) {  // equal parts (the last one smaller when it does not divide)
+        const int64_t each = (dim + parts - 1) / parts;
+        for (int64_t i = 0; i < parts; ++i)
+          sizes.push_back(std::min(each, std::max<int64_t>(dim - i * each, 0)));
+      }
+      if (static_cast<int64_t>(sizes.size()) != parts || split_output >= parts) return false;
+      int64_t start = 0;
+      for (int i = 0; i < split_output; ++i) start += sizes[static_cast<size_t>(i)];
+      if (!t.select(axis, start, sizes[static_cast<size_t>(split_output)], false)) return false;
+    } else if (node.op_type == "Slice") {
+      auto starts = int_constant(node.input(1));
+      auto ends = int_constant(node.input(2));
+      if (!starts || !ends || starts->size() != ends->size()) return false;
+      std::vector<int64_t> axes;
+      if (node.input(3) != kNoValue) {
+        auto c = int_constant(node.input(3));
+        if (!c) return false;
+        axes = *c;
+      } else {
+        for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+      }
+      if (node.input(4) != kNoValue) {
+        auto steps = int_constant(node.input(4));
+        if (!steps) return false;
+        for (int64_t step : *steps)
+          if (step != 1) return false;
+      }
+      if (axes.size() != starts->size()) return false;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+        if (axis < 0 || axis >= rank) return false;
+        const int64_t dim = t.shape[static_cast<size_t>(axis)];
+        int64_t b = (*starts)[i], e = (*ends)[i];
+        if (b < 0) b += dim;
+        if (e < 0) e += dim;
+        b = std::clamp<int64_t>(b, 0, dim);
+        e = std::clamp<int64_t>(e, b, dim);
+        if (!t.select(axis, b, e - b, false)) return false;
+      }
+    } else if (node.op_type == "Gather") {
+      auto index = int_constant(node.input(1));
+      if (!index || index->size() != 1) return false;
+      const bool scalar_index = g_.value(node.input(1)).shape.empty();
+      int64_t axis = node.int_attribute("axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return false;
+      int64_t i = (*index)[0];
+      if (i < 0) i += t.shape[static_cast<size_t>(axis)];
+      if (!t.select(axis, i, 1, scalar_index)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::vector<int64_t>> CanonicalGraph::perm_of(const NodeInfo& node) const {
+  std::vector<int64_t> perm = int_list_attribute(node, "perm");
+  if (perm.empty()) return std::nullopt;
+  return perm;
+}
+
+}  // namespace npuflow::encoder

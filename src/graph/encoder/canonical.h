@@ -1,0 +1,64 @@
+// The encoder matcher's view of a graph after canonicalization: values are seen through Identity
+// nodes and no-op Casts, and small int64 tensors computed from shapes (Shape -> Gather ->
+// Unsqueeze -> Concat and the like) are evaluated, so the dynamic and the static form of one
+// Reshape target read the same. The matchers ask these queries instead of walking raw producers.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/encoder/index_tensor.h"
+#include "graph/graph_view.h"
+
+namespace npuflow::encoder {
+
+using Used = std::vector<NodeId>;
+
+class CanonicalGraph {
+ public:
+  explicit CanonicalGraph(const GraphView& graph) : g_(graph) {}
+  const GraphView& graph() const { return g_; }
+
+  NodeId producer(ValueId v) const { return v == kNoValue ? kNoNode : g_.value(v).producer; }
+  // `n` is an `op` node in a domain whose ops mean what ONNX says.
+  bool is(NodeId n, const char* op) const;
+  NodeId producer_is(ValueId v, const char* op) const;
+  // Follows Identity nodes and no-op Casts back from `v` (the TorchScript exporter puts Identity
+  // on deduplicated initializers).
+  ValueId through_identity(ValueId v) const;
+  const std::string& name(ValueId v) const { return g_.value(through_identity(v)).name; }
+  bool float_constant(ValueId v) const;
+  int64_t float_count(ValueId v) const;
+  const float* float_data(ValueId v) const;
+  // A float constant of exactly `count` elements (a 1-element one does not pass for `count`:
+  // it would broadcast, and the kernels index it per element).
+  bool float_vector(ValueId v, int64_t count) const {
+    return float_constant(v) && float_count(v) == count;
+  }
+
+  // A float scalar: a one-element constant, or Sqrt/Reciprocal/Cast of one (the nodes join `used`).
+  std::optional<float> scalar(ValueId v, Used& used) const;
+  std::optional<std::vector<int64_t>> int_constant(ValueId v) const;
+  std::vector<int64_t> int_list_attribute(const NodeInfo& node, const char* attr) const;
+  // The value of a small int64 tensor built from shapes: constants, Shape of a value whose rank
+  // is inferred (a dynamic leading batch counts as 1, other unknown dims as -1), Slice, Gather,
+  // Unsqueeze, Squeeze, Cast and Concat of those.
+  std::optional<std::vector<int64_t>> shape_values(ValueId v, int depth = 0) const;
+  // The target shape of a Reshape: computed by shape_values, or the inferred output shape.
+  std::optional<std::vector<int64_t>> reshape_target(const NodeInfo& reshape) const;
+  std::optional<std::vector<int64_t>> perm_of(const NodeInfo& node) const;
+
+  std::vector<NodeId> non_shape_consumers(ValueId v) const;
+  // Shape arithmetic (no float output), or an Identity of a constant: the plan needs neither.
+  bool is_shape_node(NodeId n) const;
+
+  // Replays `ops` on `t`; false if a shape cannot be resolved. A selector (Split output
+  // `split_output`, Slice, Gather) keeps the part of the data it reads.
+  bool replay(IndexTensor& t, const std::vector<NodeId>& ops, int split_output = 0) const;
+
+ protected:
+  const GraphView& g_;
+};
+
+}  // namespace npuflow::encoder

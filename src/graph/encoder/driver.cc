@@ -1,0 +1,67 @@
+#include "graph/encoder/matcher.h"
+
+namespace npuflow {
+
+namespace encoder {
+
+std::optional<Claim> Matcher::run(NodeId conv_id, Fail& why, bool from_pixels) {
+  VisionEncoderClaim enc;
+  Embedding emb;
+  if (!embedding(conv_id, enc, emb, why)) return std::nullopt;
+  Stack s;
+  if (!stack(emb.value, emb.tokens, enc, s, why)) return std::nullopt;
+  auto claimed = close_claim(emb, s, from_pixels, enc, why);
+  if (!claimed) return std::nullopt;
+  enc.family = encoder_family(enc);
+  Claim claim;
+  claim.kind = ClaimKind::kVisionEncoder;
+  claim.anchor_name = g_.node(conv_id).name;
+  claim.nodes.assign(claimed->begin(), claimed->end());
+  claim.encoder = std::move(enc);
+  return claim;
+}
+
+}  // namespace encoder
+
+ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptions& options) {
+  ClaimSet result;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto id = static_cast<NodeId>(i);
+    const NodeInfo& node = graph.node(id);
+    if (node.op_type != "Conv" || !is_standard_domain(node)) continue;
+    const ValueInfo& w = graph.value(node.input(1));
+    if (!w.has_shape || w.shape.size() != 4 || node.outputs.empty()) continue;
+    // A candidate patch embedding: a Conv whose output is reshaped into tokens.
+    const ValueInfo& out = graph.value(node.outputs[0]);
+    std::vector<NodeId> data_consumers;
+    for (NodeId c : out.consumers) {
+      if (graph.node(c).op_type != "Shape") data_consumers.push_back(c);
+    }
+    if (data_consumers.size() != 1) continue;
+    const std::string& next = graph.node(data_consumers[0]).op_type;
+    if (next != "Reshape" && next != "Flatten") continue;
+    result.candidates++;
+    if (!options.enabled) {
+      result.refusals.push_back({id, node.name, "disabled_by_knob", "NPUFLOW_VISION=0"});
+      continue;
+    }
+    encoder::Matcher matcher(graph, options);
+    encoder::Fail why;
+    auto claim = matcher.run(id, why, true);
+    if (!claim && why.reason == "interleaved_node") {
+      encoder::Matcher again(graph, options);
+      encoder::Fail why2;
+      claim = again.run(id, why2, false);
+      if (!claim) why = why2;
+    }
+    if (claim) {
+      claim->work = encoder::encoder_work(graph, claim->encoder);
+      result.claims.push_back(std::move(*claim));
+    } else {
+      result.refusals.push_back({id, node.name, why.reason, why.detail});
+    }
+  }
+  return result;
+}
+
+}  // namespace npuflow

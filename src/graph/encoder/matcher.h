@@ -1,0 +1,140 @@
+// The vision-encoder matcher's state and its steps, one concern per file:
+//   primitives.cc  linear projections (MatMul[+Add], Gemm, ORT's Reshape-Gemm-Reshape), LayerNorm
+//   activation.cc  the MLP activation, identified by evaluating its elementwise subgraph
+//   attention.cc   softmax(Q K^T s) V over heads, proven by index replay of the head split/merge
+//   block.cc       one pre- or post-LN transformer block along the residual stream
+//   embedding.cc   the patch embedding, class token and position embedding
+//   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
+//   family.cc      which family the claim is, and the GEMMs it runs (for `plan`)
+//   driver.cc      the loop over candidate anchors
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/claim.h"
+#include "graph/encoder/canonical.h"
+#include "graph/encoder_matcher.h"
+
+namespace npuflow::encoder {
+
+// A refusal: a stable reason key and a detail naming where meaning and graph diverge.
+struct Fail {
+  std::string reason;
+  std::string detail;
+};
+
+struct Linear {
+  ValueId x = kNoValue;
+  DenseRef ref;
+  int64_t k = 0, n = 0;
+  // ORT's Reshape -> Gemm -> Reshape whose last Reshape is not back to [..., N] (ORT merged the
+  // next Reshape, e.g. a fused QKV's [B, T, 3, H, dh] view, into it): a layout op of the chain.
+  NodeId reshaped_output = kNoNode;
+};
+
+struct Norm {
+  ValueId x = kNoValue;
+  NormRef ref;
+};
+
+// Reshape/Transpose (and scalar Mul/Div) peeled back from a Q, K or V operand to its projection.
+struct Chain {
+  Linear linear;
+  std::vector<NodeId> ops;  // Reshape / Transpose / the selector, forward order
+  NodeId selector = kNoNode;
+  int split_output = 0;  // which output of a Split selector the chain reads
+  ValueId fused = kNoValue;
+};
+
+struct Attention {
+  ValueId x = kNoValue;
+  DenseRef q, k, v;
+  int64_t d = 0;
+  int64_t heads = 0;
+  std::string heads_source;
+  float scale = 1.0f;
+  bool fused = false;  // q, k, v are column blocks of one projection
+};
+
+// What the embedding found: the stream value the first block reads (before an optional
+// pre-encoder LayerNorm), its token count (-1 if symbolic), and the embedding's nodes.
+struct Embedding {
+  ValueId value = kNoValue;
+  int64_t tokens = -1;
+  Used used;
+};
+
+// The residual stream through the blocks: stream[0] is the first block's input, stream[i] block
+// i-1's output.
+struct Stack {
+  std::vector<ValueId> stream;
+  std::optional<Norm> pre;  // a pre-encoder LayerNorm (CLIP)
+  Used pre_used, blocks_used;
+  // A pre-LN block's first LayerNorm output -> (stream index, norm): read outside too when ORT's
+  // CSE merged it with an identical tap norm.
+  std::map<ValueId, std::pair<int, NormRef>> norm1_outputs;
+};
+
+class Matcher : public CanonicalGraph {
+ public:
+  Matcher(const GraphView& graph, const EncoderMatcherOptions& options)
+      : CanonicalGraph(graph), options_(options) {}
+
+  // The encoder whose patch embedding is `conv_id`. With from_pixels false, the claim starts at
+  // the first block's input and the embedding stays on the CPU EP.
+  std::optional<Claim> run(NodeId conv_id, Fail& why, bool from_pixels);
+
+  bool embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out, Fail& why) const;
+  // The blocks along the stream from `embedding`, after an optional pre-encoder LayerNorm.
+  bool stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, Stack& out,
+             Fail& why) const;
+  // The claim's node set: the embedding (when from_pixels), the blocks, the shape arithmetic
+  // around them and the exit LayerNorms; refuses a node interleaved or a value escaping.
+  std::optional<std::set<NodeId>> close_claim(const Embedding& emb, const Stack& s,
+                                              bool from_pixels, VisionEncoderClaim& enc,
+                                              Fail& why) const;
+
+  // Steps, public so the unit tests can probe each accepted form and near miss on its own.
+  std::optional<Linear> linear(ValueId y, Used& used, bool allow_reshaped_output = false) const;
+  std::optional<Norm> layernorm(ValueId y, Used& used) const;
+  // LayerNorms (one op or decomposed) whose input is `x`: their output values.
+  std::vector<std::pair<ValueId, Norm>> forward_layernorms(ValueId x, const std::set<NodeId>& skip,
+                                                           std::vector<Used>& useds) const;
+  std::optional<EncoderActivation> activation(ValueId z, ValueId& u, Used& used, Fail& why) const;
+  std::optional<Chain> layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
+                                    bool allow_select = true) const;
+  std::optional<int64_t> heads_of(const std::vector<NodeId>& ops) const;
+  std::optional<Attention> attention(ValueId o_in, int64_t tokens, Used& used, Fail& why) const;
+  std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
+                               Fail& why) const;
+  // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.
+  SideRef side(ValueId v, Used& used) const;
+  // Pulls in the shape arithmetic around the claim; returns a non-shape node that sits between
+  // claimed nodes, or kNoNode.
+  NodeId close_over(std::set<NodeId>& claimed) const;
+
+ private:
+  std::optional<Linear> gemm_linear(NodeId gemm, Used& used) const;
+  bool last_axis_reduce(const NodeInfo& node) const;
+
+  const EncoderMatcherOptions& options_;
+  // What the last block() found (block() is const: it reports through these).
+  mutable int64_t heads_ = 0;
+  mutable std::string heads_source_;
+  mutable int64_t hidden_ = 0;
+  mutable std::pair<ValueId, NormRef> last_norm1_{kNoValue, {}};
+};
+
+// Which family a claimed encoder is, from its discriminators (LayerScale, taps, pre-norm,
+// activation, class token).
+std::string encoder_family(const VisionEncoderClaim& enc);
+
+// The GEMMs one inference of a claimed encoder runs: what `npuflow plan` prices.
+std::vector<GemmWork> encoder_work(const GraphView& graph, const VisionEncoderClaim& enc);
+
+}  // namespace npuflow::encoder
