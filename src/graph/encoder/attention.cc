@@ -75,13 +75,12 @@ std::optional<int64_t> Matcher::heads_of(const std::vector<NodeId>& ops) const {
   return std::nullopt;
 }
 
-std::optional<Attention> Matcher::attention(ValueId o_in, int64_t tokens, Used& used,
+std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Used& used,
                                             Fail& why) const {
   Used local;
   std::vector<NodeId> merge;
-  ValueId v = o_in;
-  while (NodeId p = producer(v)) {
-    if (p == kNoNode) break;
+  ValueId v = o.x;
+  for (NodeId p = producer(v); p != kNoNode; p = producer(v)) {
     const NodeInfo& node = g_.node(p);
     if ((node.op_type != "Reshape" && node.op_type != "Transpose") || !is_standard_domain(node))
       break;
@@ -91,6 +90,8 @@ std::optional<Attention> Matcher::attention(ValueId o_in, int64_t tokens, Used& 
     v = node.input(0);
   }
   std::reverse(merge.begin(), merge.end());
+  // ORT folds a static head-merge Reshape into the flatten in front of the output Gemm.
+  if (o.flatten != kNoNode) merge.push_back(o.flatten);
   const NodeId pv = producer_is(v, "MatMul");
   if (pv == kNoNode || merge.empty()) return std::nullopt;
   local.push_back(pv);
@@ -300,7 +301,8 @@ std::optional<Attention> Matcher::attention(ValueId o_in, int64_t tokens, Used& 
   IndexTensor tm;
   tm.shape = {1, h, t, dh};
   tm.data = expect(false, d, 0);
-  bool ok_m = replay(tm, merge) && tm.shape.size() == 3 && tm.shape[2] == d;
+  // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
+  bool ok_m = replay(tm, merge) && tm.shape.size() >= 2 && tm.shape.back() == d;
   for (size_t i = 0; ok_m && i < tm.data.size(); ++i) ok_m = tm.data[i] == static_cast<int32_t>(i);
   if (!ok_q || !ok_k || !ok_v || !ok_m) {
     why = {"attention_layout",

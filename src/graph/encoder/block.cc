@@ -39,7 +39,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.layer_scale1 = ls1;
     L.o = o->ref;
     Fail att_why;
-    auto att = attention(o->x, tokens, local, att_why);
+    auto att = attention(*o, tokens, local, att_why);
     if (!att) {
       if (!att_why.reason.empty()) why = att_why;
       continue;

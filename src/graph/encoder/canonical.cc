@@ -12,13 +12,23 @@ NodeId CanonicalGraph::producer_is(ValueId v, const char* op) const {
   NodeId n = producer(v);
   return is(n, op) ? n : kNoNode;
 }
+bool CanonicalGraph::is_noop_cast(NodeId n) const {
+  if (!is(n, "Cast")) return false;
+  const NodeInfo& node = g_.node(n);
+  const ElementType from = g_.value(node.input(0)).type;
+  return from != ElementType::kUnknown && from == g_.value(node.outputs[0]).type;
+}
+
 ValueId CanonicalGraph::through_identity(ValueId v) const {
-  for (int guard = 0; guard < 4 && v != kNoValue && !g_.is_constant(v); ++guard) {
-    const NodeId p = producer(v);
-    if (p == kNoNode || g_.node(p).op_type != "Identity") break;
-    v = g_.node(p).input(0);
+  ValueId origin = v;
+  for (int guard = 0; guard < 8 && origin != kNoValue && !g_.is_constant(origin); ++guard) {
+    const NodeId p = producer(origin);
+    if (p == kNoNode || !(is(p, "Identity") || is_noop_cast(p))) break;
+    origin = g_.node(p).input(0);
   }
-  return v;
+  // Only a constant is looked through: a runtime value keeps its own name, which is what the
+  // fused node receives.
+  return g_.is_constant(origin) ? origin : v;
 }
 bool CanonicalGraph::float_constant(ValueId v) const {
   v = through_identity(v);

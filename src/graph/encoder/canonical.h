@@ -24,8 +24,10 @@ class CanonicalGraph {
   // `n` is an `op` node in a domain whose ops mean what ONNX says.
   bool is(NodeId n, const char* op) const;
   NodeId producer_is(ValueId v, const char* op) const;
-  // Follows Identity nodes and no-op Casts back from `v` (the TorchScript exporter puts Identity
-  // on deduplicated initializers).
+  // A Cast to the type its input already has.
+  bool is_noop_cast(NodeId n) const;
+  // The constant that `v` is, seen through Identity nodes and no-op Casts (the TorchScript
+  // exporter puts Identity on deduplicated initializers); `v` itself if it is no constant.
   ValueId through_identity(ValueId v) const;
   const std::string& name(ValueId v) const { return g_.value(through_identity(v)).name; }
   bool float_constant(ValueId v) const;

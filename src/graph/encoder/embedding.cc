@@ -71,7 +71,16 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
   }
   enc.stride_h = strides[0];
   enc.stride_w = strides[1];
-  enc.input = name(conv.input(0));
+  // The pixels, seen through Identity and no-op Casts (CLIP's and SigLIP's exports cast the
+  // input to the weights' type): those nodes join the claim.
+  ValueId pixels = conv.input(0);
+  for (NodeId p = producer(pixels); p != kNoNode && (is(p, "Identity") || is_noop_cast(p)) &&
+                                    non_shape_consumers(pixels).size() == 1;
+       p = producer(pixels)) {
+    used.push_back(p);
+    pixels = g_.node(p).input(0);
+  }
+  enc.input = g_.value(pixels).name;
   used.push_back(conv_id);
 
   // Flatten the patch grid into tokens: Reshape/Flatten/Transpose to [B, P, D].

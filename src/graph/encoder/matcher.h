@@ -35,6 +35,9 @@ struct Linear {
   // ORT's Reshape -> Gemm -> Reshape whose last Reshape is not back to [..., N] (ORT merged the
   // next Reshape, e.g. a fused QKV's [B, T, 3, H, dh] view, into it): a layout op of the chain.
   NodeId reshaped_output = kNoNode;
+  // The Reshape that flattens x to [rows, K] in front of such a Gemm: it moves no data, but a
+  // chain that ends in x (the head merge) must be replayed through it.
+  NodeId flatten = kNoNode;
 };
 
 struct Norm {
@@ -109,7 +112,8 @@ class Matcher : public CanonicalGraph {
   std::optional<Chain> layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
                                     bool allow_select = true) const;
   std::optional<int64_t> heads_of(const std::vector<NodeId>& ops) const;
-  std::optional<Attention> attention(ValueId o_in, int64_t tokens, Used& used, Fail& why) const;
+  // Backward from the output projection `o`: merge heads <- P @ V <- Softmax <- Q @ K^T.
+  std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why) const;
   std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                Fail& why) const;
   // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.

@@ -25,6 +25,7 @@ std::optional<Linear> Matcher::linear(ValueId y, Used& used, bool allow_reshaped
       lin->reshaped_output = p;
     }
     lin->x = g_.node(inner).input(0);
+    lin->flatten = inner;
     used.insert(used.end(), local.begin(), local.end());
     used.push_back(inner);
     used.push_back(p);
