@@ -1,5 +1,7 @@
-"""Cosine of every vision fixture's outputs, npuflow against the ONNX Runtime CPU EP, per
-exporter and optimization level (the table in docs/faithfulness.md).
+"""Cosine and relative L2 error of every vision fixture's outputs, npuflow against the ONNX
+Runtime CPU EP, per exporter and optimization level (the tables in docs/faithfulness.md). Where
+the claimed encoder exits LayerNorm'd taps to a head left on the CPU EP (Depth Anything), the
+taps are added as graph outputs and measured too.
 
     NPUFLOW_BUILD_DIR=build .venv/bin/python tools/faithfulness.py [DIR ...]
 """
@@ -12,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,10 +24,12 @@ LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
           "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
 
 
-def cosine(a, b) -> float:
-    a = np.asarray(a, np.float64).ravel()
-    b = np.asarray(b, np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+def agreement(ref, got) -> tuple[float, float]:
+    """(cosine, relative L2 error ||ref - got|| / ||ref||)."""
+    ref = np.asarray(ref, np.float64).ravel()
+    got = np.asarray(got, np.float64).ravel()
+    return (float(ref @ got / (np.linalg.norm(ref) * np.linalg.norm(got))),
+            float(np.linalg.norm(ref - got) / np.linalg.norm(ref)))
 
 
 def pixels_for(path: str, batch: int = 1, seed: int = 0):
@@ -50,7 +55,25 @@ def run(path: str, level: str, devices, options=None, batch=1):
     names = [o.name for o in cpu.get_outputs()]
     ref = cpu.run(None, feed)
     got = npu.run(None, feed)
-    return {n: cosine(r, g) for n, r, g in zip(names, ref, got)}, records
+    return {n: agreement(r, g) for n, r, g in zip(names, ref, got)}, records
+
+
+def norm_taps(records) -> list[str]:
+    """The LayerNorm'd values a claimed encoder exits after its layers, when it exits several."""
+    claims = [c for r in records for c in r["claims"] if c["kind"] == "vision_encoder"]
+    taps = sorted((e for c in claims for e in c["exits"] if e["norm"] and e["stream_index"] > 0),
+                  key=lambda e: e["stream_index"])
+    return [e["value"] for e in taps] if len(taps) > 1 else []
+
+
+def with_taps(path: Path, taps) -> str:
+    """A copy of the model that also returns the taps; returns its path."""
+    model = onnx.load(str(path))
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    model.graph.output.extend(inferred[name] for name in taps)
+    out = Path(tempfile.mkdtemp()) / path.name
+    onnx.save(model, str(out))
+    return str(out)
 
 
 def main():
@@ -64,18 +87,24 @@ def main():
         del args[at:at + 2]
     dirs = [Path(p) for p in args] or [ROOT / "tests" / "fixtures" / "vision"]
     print(f"device: {device}")
-    print("| fixture | level | encoder claim | outputs: cosine vs CPU EP |")
+    print("| fixture | level | encoder claim | outputs: cosine vs CPU EP (1-cos, relative L2) |")
     print("|---|---|---|---|")
     for d in dirs:
         for path in sorted(d.glob("*.onnx")):
+            _, records = run(str(path), "disable", devices, {"device": device})
+            taps = norm_taps(records)
+            measured = with_taps(path, taps) if taps else str(path)
             for level in LEVELS:
-                cos, records = run(str(path), level, devices, {"device": device})
+                cos, records = run(measured, level, devices, {"device": device})
                 claims = [c for r in records for c in r["claims"] if c["kind"] == "vision_encoder"]
                 refusals = [x["reason"] for r in records if r.get("matcher") == "vision"
                             for x in r["refusals"]]
                 claim = (f"{claims[0]['family']} L={claims[0]['layers']} H={claims[0]['heads']}"
                          if claims else f"refused {refusals}")
-                outs = ", ".join(f"{k} {v:.9f} (1-cos {1 - v:.1e})" for k, v in cos.items())
+                tap_names = {name: f"tap {i + 1}" for i, name in enumerate(taps)}
+                outs = ", ".join(
+                    f"{tap_names.get(k, k)} {c:.9f} (1-cos {1 - c:.1e}, relL2 {r:.1e})"
+                    for k, (c, r) in cos.items())
                 print(f"| {path.name} | {level} | {claim} | {outs} |", flush=True)
 
 

@@ -3,13 +3,13 @@ LSB on random full-range data, over the shapes of Qwen3-0.6B's projections."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 import re
 
 import numpy as np
 import pytest
 
 from conftest import claimed
+from gates import assert_every_call_on_the_device, ended_session_profile
 from qdq_models import (QWEN3_PROJECTIONS, QdqSpec, make_activations, make_weights,
                         single_group_model)
 
@@ -42,19 +42,25 @@ def run_both(sessions, spec: QdqSpec, rows, level="all", options=None):
 
 
 # The devices the exactness tests run on. On sim every row count reaches the device (min_rows 1),
-# so ragged M (1, 5) is padded to the RK3588's M % 4 rather than routed to the host loop.
+# so ragged M (1, 5) is padded to the RK3588's M % 4 rather than routed to the host loop; the
+# profile then shows that the device ran every call.
 DEVICES = {
     "host": {"device": "host"},
-    "sim": {"device": "sim", "min_rows": "1"},
+    "sim": {"device": "sim", "min_rows": "1", "prof": "1"},
 }
 
 
 @pytest.mark.parametrize("device", sorted(DEVICES))
 @pytest.mark.parametrize("config", sorted(EXACT_CONFIGS))
 @pytest.mark.parametrize("k,n", SHAPES)
-def test_zero_lsb_on_exact_inputs(sessions, config, k, n, device):
+def test_zero_lsb_on_exact_inputs(sessions, config, k, n, device, capfd):
     spec = QdqSpec(k=k, n=n, exact_arithmetic=True, seed=k + n, **EXACT_CONFIGS[config])
-    for m, expected, actual in run_both(sessions, spec, ROWS, options=DEVICES[device]):
+    results = run_both(sessions, spec, ROWS, options=DEVICES[device])  # the session has ended
+    if device == "sim":
+        profile = ended_session_profile(capfd)
+        assert_every_call_on_the_device(profile)
+        assert profile.qdq_device_calls == len(ROWS)
+    for m, expected, actual in results:
         assert actual.dtype == expected.dtype and actual.shape == expected.shape == (m, n)
         if spec.with_q:
             diff = np.abs(actual.astype(np.int32) - expected.astype(np.int32))
@@ -105,38 +111,22 @@ def test_float_output_on_random_inputs_matches_to_float_rounding(sessions):
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-3 * np.abs(expected).max())
 
 
-def session_profile(capfd, holder: list) -> str:
-    """Ends the only session in holder (NPUFLOW_PROF prints its profile then) and returns what
-    it printed."""
-    capfd.readouterr()
-    holder.clear()
-    gc.collect()
-    return capfd.readouterr().err
-
-
-def count(pattern: str, text: str) -> int:
-    match = re.search(pattern, text)
-    assert match, f"{pattern!r} not in the profile:\n{text}"
-    return int(match.group(1))
-
-
 def test_sim_runs_every_call_on_the_device(sessions, capfd):
     spec = QdqSpec(k=1024, n=1024, exact_arithmetic=True, per_channel=True, zp_x=-40, zp_w=-25,
                    zp_y=-7)
     path = sessions.save(single_group_model(spec))
     cpu = sessions.cpu(path)
-    holder = list(sessions.npuflow(path, options={"device": "sim", "min_rows": "1", "prof": "1"}))
-    assert claimed(holder.pop()) == 1
+    npu, records = sessions.npuflow(path, options={"device": "sim", "min_rows": "1", "prof": "1"})
+    assert claimed(records) == 1
     for m in ROWS:
         x = make_activations(spec, m, seed=m)
-        np.testing.assert_array_equal(holder[0].run(None, {"x": x})[0], cpu.run(None, {"x": x})[0])
-    profile = session_profile(capfd, holder)
-    assert count(r"(\d+) device calls", profile) == len(ROWS)
-    assert count(r"(\d+) fallbacks", profile) == 0
-    assert count(r"sim profile: (\d+) calls", profile) == len(ROWS)
-    assert count(r"(\d+) refused", profile) == 0
-    assert count(r"(\d+) submits", profile) > 0
-    assert re.search(r"modelled RK3588: device [0-9.e+-]+ ms", profile)
+        np.testing.assert_array_equal(npu.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0])
+    del npu
+    profile = ended_session_profile(capfd)
+    assert_every_call_on_the_device(profile)
+    assert profile.qdq_device_calls == profile.sim_calls == len(ROWS)
+    assert profile.submits > 0
+    assert re.search(r"modelled RK3588: device [0-9.e+-]+ ms", profile.text)
 
 
 @pytest.mark.parametrize("fail_every", ["1", "2"])
@@ -147,18 +137,18 @@ def test_injected_submit_failures_leave_the_output_equal_to_the_cpu_ep(sessions,
     options = {"device": "sim", "min_rows": "1", "sim_fail_every": fail_every, "prof": "1"}
     path = sessions.save(single_group_model(spec))
     cpu = sessions.cpu(path)
-    holder = list(sessions.npuflow(path, options=options))
-    assert claimed(holder.pop()) == 1
+    npu, records = sessions.npuflow(path, options=options)
+    assert claimed(records) == 1
     for m in ROWS:
         x = make_activations(spec, m, seed=m)
         expected = cpu.run(None, {"x": x})[0]
-        np.testing.assert_array_equal(holder[0].run(None, {"x": x})[0], expected, err_msg=f"m={m}")
+        np.testing.assert_array_equal(npu.run(None, {"x": x})[0], expected, err_msg=f"m={m}")
         assert len(np.unique(expected)) > 8
-    profile = session_profile(capfd, holder)
+    del npu
+    profile = ended_session_profile(capfd)
     failed = len(ROWS) // int(fail_every)
-    assert count(r"(\d+) failed submits", profile) == failed
-    assert count(r"(\d+) fallbacks", profile) == failed
-    assert count(r"(\d+) device calls", profile) == len(ROWS) - failed
+    assert profile.failed_submits == profile.qdq_fallbacks == failed
+    assert profile.qdq_device_calls == len(ROWS) - failed
 
 
 def test_rocket_device_fails_ep_creation_without_a_board(sessions, capfd):

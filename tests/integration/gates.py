@@ -1,0 +1,103 @@
+"""The agreement gates of the integration tests: an output against the CPU EP's, and the device
+profile that says where the work ran.
+
+A cosine alone ignores a uniform gain error (an output scaled by 1.01 keeps cosine 1), so every
+comparison also bounds the relative L2 error ||ref - got|| / ||ref||."""
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# (cosine at least, relative L2 error at most), per device: `host` is fp32 throughout; `sim`
+# runs the projections in the NPU's fp16 operands with fp32 accumulation.
+BARS = {
+    "host": (0.99999, 1e-5),
+    "sim": (0.9999, 1e-3),
+}
+
+
+@dataclass(frozen=True)
+class Agreement:
+    cosine: float
+    rel_l2: float
+
+    def __str__(self) -> str:
+        return f"cosine {self.cosine:.9f} (1-cos {1 - self.cosine:.1e}), relL2 {self.rel_l2:.1e}"
+
+
+def agreement(ref, got) -> Agreement:
+    """Cosine and relative L2 error of got against the reference ref (same shape)."""
+    ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    assert ref.shape == got.shape, f"shapes differ: {ref.shape} vs {got.shape}"
+    ref, got = ref.ravel(), got.ravel()
+    ref_norm, got_norm = np.linalg.norm(ref), np.linalg.norm(got)
+    assert ref_norm > 0 and got_norm > 0, "an all-zero output cannot show agreement"
+    return Agreement(float(ref @ got / (ref_norm * got_norm)),
+                     float(np.linalg.norm(ref - got) / ref_norm))
+
+
+def cosine(a, b) -> float:
+    return agreement(a, b).cosine
+
+
+def assert_matches(ref, got, device: str = "host", what: str = "") -> Agreement:
+    """Asserts got agrees with ref within the device's bars, both cosine and relative L2."""
+    min_cosine, max_rel_l2 = BARS[device]
+    measured = agreement(ref, got)
+    failures = []
+    if not measured.cosine >= min_cosine:
+        failures.append(f"cosine below {min_cosine}")
+    if not measured.rel_l2 <= max_rel_l2:
+        failures.append(f"relative L2 error above {max_rel_l2:g}")
+    assert not failures, f"{what} on {device}: {' and '.join(failures)}: {measured}"
+    return measured
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """The counters that `prof=1` prints when an npuflow session on `sim` ends."""
+    sim_calls: int
+    refused: int
+    failed_submits: int
+    submits: int
+    qdq_device_calls: int
+    qdq_host_row_calls: int
+    qdq_fallbacks: int
+    text: str
+
+
+PROFILE = re.compile(r"sim profile: (\d+) calls \((\d+) refused, (\d+) failed submits\), "
+                     r"(\d+) submits")
+SUMMARY = re.compile(r"session summary: \d+ fused QDQ MatMuls on \w+, (\d+) device calls, "
+                     r"(\d+) host-rows calls, (\d+) fallbacks")
+
+
+def parse_profile(text: str) -> DeviceProfile:
+    """The one session's profile in text (stderr of a test or of the CLI)."""
+    profiles, summaries = PROFILE.findall(text), SUMMARY.findall(text)
+    assert len(profiles) == 1 and len(summaries) == 1, (
+        f"expected one ended sim session with prof=1, found {len(profiles)} profiles and "
+        f"{len(summaries)} summaries in:\n{text[-3000:]}")
+    calls, refused, failed, submits = map(int, profiles[0])
+    device, host_rows, fallbacks = map(int, summaries[0])
+    return DeviceProfile(calls, refused, failed, submits, device, host_rows, fallbacks, text)
+
+
+def ended_session_profile(capfd) -> DeviceProfile:
+    """Parses the profile of the npuflow session the caller has just dropped (its last reference
+    deleted): the EP prints it when the session is destroyed, which gc.collect() makes certain."""
+    gc.collect()
+    return parse_profile(capfd.readouterr().err)
+
+
+def assert_every_call_on_the_device(profile: DeviceProfile) -> None:
+    """The simulated device ran every call: there were calls, none refused or failed, and no
+    fused QDQ MatMul ran rows on the host or fell back."""
+    assert profile.sim_calls > 0, f"nothing ran on the device:\n{profile.text[-3000:]}"
+    assert (profile.refused, profile.failed_submits, profile.qdq_fallbacks,
+            profile.qdq_host_row_calls) == (0, 0, 0, 0), (
+        f"some calls did not run on the device:\n{profile.text[-3000:]}")
+    assert "refused a" not in profile.text, "a projection fell back to the host"
