@@ -11,7 +11,7 @@ std::optional<Claim> Matcher::run(NodeId conv_id, Fail& why, bool from_pixels) {
   Stack s;
   if (!stack(emb.value, emb.tokens, enc, s, why)) return std::nullopt;
   auto claimed = close_claim(emb, s, from_pixels, enc, why);
-  if (!claimed) return std::nullopt;
+  if (!claimed || !constants_fit(enc, emb.tokens, why)) return std::nullopt;
   enc.family = encoder_family(enc);
   Claim claim;
   claim.kind = ClaimKind::kVisionEncoder;

@@ -102,6 +102,9 @@ class Matcher : public CanonicalGraph {
                                               bool from_pixels, VisionEncoderClaim& enc,
                                               Fail& why) const;
 
+  // Every constant the kernel indexes per element has exactly the elements it reads.
+  bool constants_fit(const VisionEncoderClaim& enc, int64_t tokens, Fail& why) const;
+
   // Steps, public so the unit tests can probe each accepted form and near miss on its own.
   std::optional<Linear> linear(ValueId y, Used& used, bool allow_reshaped_output = false) const;
   std::optional<Norm> layernorm(ValueId y, Used& used) const;
