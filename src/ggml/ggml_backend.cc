@@ -15,6 +15,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml/ggml-npuflow.h"
+#include "ggml/ggml_fault.h"
 #include "ggml/ggml_matmul.h"
 #include "route/device_selection.h"
 
@@ -67,6 +68,7 @@ void backend_free(ggml_backend_t backend) {
 }
 
 ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
+  throw_if_injected(FaultPoint::kGraphCompute);
   auto* ctx = static_cast<BackendContext*>(backend->context);
   const int threads = resolve_threads(*ctx);
   ExecContext exec;
@@ -191,6 +193,7 @@ bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
     case GGML_OP_TRANSPOSE:
       return true;
     case GGML_OP_MUL_MAT: {
+      throw_if_injected(FaultPoint::kSupportsOp);
       const MatmulCandidate candidate = describe_mul_mat(op);
       const RouteVerdict verdict = route_matmul(candidate, g_reg->routing);
       counters().count_supports(verdict.accept);
@@ -252,6 +255,9 @@ void* reg_get_proc_address(ggml_backend_reg_t, const char* name) {
   }
   if (std::strcmp(name, "ggml_backend_npuflow_reset_stats") == 0) {
     return reinterpret_cast<void*>(&reset_stats);
+  }
+  if (std::strcmp(name, "ggml_backend_npuflow_inject_fault") == 0) {
+    return reinterpret_cast<void*>(&inject_fault);
   }
   return nullptr;
 }

@@ -5,6 +5,7 @@
 
 #include "core/strings.h"
 #include "ggml-backend.h"
+#include "ggml/ggml_fault.h"
 #include "ops/float_linear.h"
 
 namespace npuflow::ggml {
@@ -142,6 +143,7 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
     std::vector<float> rows(static_cast<size_t>(c.n * c.k));
     constexpr int64_t kRowsPerTask = 64;
     context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+      throw_if_injected(FaultPoint::kDeviceCompute);
       const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
       for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
         weight_row(r, rows.data() + r * c.k);
