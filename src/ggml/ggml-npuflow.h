@@ -28,6 +28,12 @@ struct ggml_npuflow_stats {
 typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);
 typedef void (*ggml_npuflow_reset_stats_t)(void);
 
+// Tests only ("ggml_backend_npuflow_inject_fault"): makes a callback throw until disarmed, to
+// check that the module answers cleanly. point: "supports_op", "device_compute" (a MUL_MAT's
+// device step, thrown from its parallel weight preparation), "graph_compute", or NULL / "" to
+// disarm. Returns 0, or -1 for an unknown point.
+typedef int (*ggml_npuflow_inject_fault_t)(const char* point);
+
 #ifdef __cplusplus
 }
 #endif

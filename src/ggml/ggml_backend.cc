@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -15,6 +17,8 @@
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml/ggml-npuflow.h"
+#include "ggml/ggml_fault.h"
+#include "ggml/ggml_guard.h"
 #include "ggml/ggml_matmul.h"
 #include "route/device_selection.h"
 
@@ -31,6 +35,19 @@ struct RegContext {
 };
 
 RegContext* g_reg = nullptr;
+
+// Every callback below that does more than return a constant runs its body through this (see
+// ggml_guard.h): an exception becomes a logged error and the safe answer.
+template <typename R, typename Body>
+R guarded(const char* callback, R safe_answer, Body&& body) noexcept {
+  return guard_callback(g_reg != nullptr ? &g_reg->logger : nullptr, callback, safe_answer,
+                        std::forward<Body>(body));
+}
+template <typename Body>
+void guarded_void(const char* callback, Body&& body) noexcept {
+  guard_void_callback(g_reg != nullptr ? &g_reg->logger : nullptr, callback,
+                      std::forward<Body>(body));
+}
 
 struct BackendContext {
   explicit BackendContext(RegContext& reg)
@@ -55,26 +72,45 @@ const char* backend_get_name(ggml_backend_t) {
 
 void backend_free(ggml_backend_t backend) {
   auto* ctx = static_cast<BackendContext*>(backend->context);
-  if (g_reg->report) {
-    std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n", g_reg->device->name().data(),
-                 ctx->engine.summary().c_str());
-    // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh reads it).
-    const std::string device_profile = g_reg->device->profile_report();
-    if (!device_profile.empty()) std::fprintf(stderr, "npuflow %s\n", device_profile.c_str());
-  }
+  guarded_void("free", [&] {
+    if (g_reg->report) {
+      std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n",
+                   g_reg->device->name().data(), ctx->engine.summary().c_str());
+      // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh
+      // reads it).
+      const std::string device_profile = g_reg->device->profile_report();
+      if (!device_profile.empty()) std::fprintf(stderr, "npuflow %s\n", device_profile.c_str());
+    }
+  });
   delete ctx;
   delete backend;
 }
 
-ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
-  auto* ctx = static_cast<BackendContext*>(backend->context);
+// Runs tasks on an OpenMP team. An exception may not leave a parallel region (the runtime would
+// terminate the program): the first one is kept and rethrown on the calling thread.
+void omp_parallel_for(int threads, size_t count, const std::function<void(size_t)>& task) {
+  const int64_t n = static_cast<int64_t>(count);
+  std::mutex mutex;
+  std::exception_ptr failure;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      task(static_cast<size_t>(i));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
+  throw_if_injected(FaultPoint::kGraphCompute);
   const int threads = resolve_threads(*ctx);
   ExecContext exec;
   if (threads > 1) {
     exec.parallel_for = [threads](size_t count, const std::function<void(size_t)>& task) {
-      const int64_t n = static_cast<int64_t>(count);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-      for (int64_t i = 0; i < n; ++i) task(static_cast<size_t>(i));
+      omp_parallel_for(threads, count, task);
     };
   }
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
@@ -104,6 +140,12 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
   return GGML_STATUS_SUCCESS;
 }
 
+ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
+  return guarded("graph_compute", GGML_STATUS_FAILED, [&] {
+    return compute_graph(static_cast<BackendContext*>(backend->context), graph);
+  });
+}
+
 const ggml_backend_i kBackendInterface = {
     /* .get_name            = */ backend_get_name,
     /* .free                = */ backend_free,
@@ -130,15 +172,19 @@ ggml_guid_t backend_guid() {
 }
 
 void set_n_threads(ggml_backend_t backend, int n_threads) {
-  if (backend == nullptr || !ggml_guid_matches(backend->guid, backend_guid())) return;
-  static_cast<BackendContext*>(backend->context)->n_threads = n_threads;
+  guarded_void("set_n_threads", [&] {
+    if (backend == nullptr || !ggml_guid_matches(backend->guid, backend_guid())) return;
+    static_cast<BackendContext*>(backend->context)->n_threads = n_threads;
+  });
 }
 
 void get_stats(ggml_npuflow_stats* out) {
-  if (out != nullptr) *out = counters().snapshot();
+  guarded_void("get_stats", [&] {
+    if (out != nullptr) *out = counters().snapshot();
+  });
 }
 void reset_stats() {
-  counters().reset();
+  guarded_void("reset_stats", [] { counters().reset(); });
 }
 
 // ---- device ----
@@ -158,31 +204,40 @@ enum ggml_backend_dev_type device_get_type(ggml_backend_dev_t) {
 }
 
 void device_get_props(ggml_backend_dev_t dev, ggml_backend_dev_props* props) {
-  props->name = device_get_name(dev);
-  props->description = device_get_description(dev);
-  props->type = device_get_type(dev);
-  device_get_memory(dev, &props->memory_free, &props->memory_total);
-  props->caps.async = false;
-  props->caps.host_buffer = false;
-  props->caps.buffer_from_host_ptr = true;
-  props->caps.events = false;
-  props->caps.mmap_support = true;
+  guarded_void("get_props", [&] {
+    props->name = device_get_name(dev);
+    props->description = device_get_description(dev);
+    props->type = device_get_type(dev);
+    device_get_memory(dev, &props->memory_free, &props->memory_total);
+    props->caps.async = false;
+    props->caps.host_buffer = false;
+    props->caps.buffer_from_host_ptr = true;
+    props->caps.events = false;
+    props->caps.mmap_support = true;
+  });
 }
 
 ggml_backend_t device_init_backend(ggml_backend_dev_t dev, const char*) {
-  return new ggml_backend{backend_guid(), kBackendInterface, dev, new BackendContext(*g_reg)};
+  return guarded("init_backend", ggml_backend_t{nullptr}, [&] {
+    auto context = std::make_unique<BackendContext>(*g_reg);
+    auto* backend = new ggml_backend{backend_guid(), kBackendInterface, dev, context.get()};
+    context.release();
+    return backend;
+  });
 }
 
 ggml_backend_buffer_type_t device_get_buffer_type(ggml_backend_dev_t) {
-  return ggml_backend_cpu_buffer_type();
+  return guarded("get_buffer_type", ggml_backend_buffer_type_t{nullptr},
+                 [] { return ggml_backend_cpu_buffer_type(); });
 }
 
 ggml_backend_buffer_t device_buffer_from_host_ptr(ggml_backend_dev_t, void* ptr, size_t size,
                                                   size_t) {
-  return ggml_backend_cpu_buffer_from_ptr(ptr, size);
+  return guarded("buffer_from_host_ptr", ggml_backend_buffer_t{nullptr},
+                 [&] { return ggml_backend_cpu_buffer_from_ptr(ptr, size); });
 }
 
-bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
+bool supports_op(const ggml_tensor* op) {
   switch (op->op) {
     case GGML_OP_NONE:
     case GGML_OP_RESHAPE:
@@ -191,6 +246,7 @@ bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
     case GGML_OP_TRANSPOSE:
       return true;
     case GGML_OP_MUL_MAT: {
+      throw_if_injected(FaultPoint::kSupportsOp);
       const MatmulCandidate candidate = describe_mul_mat(op);
       const RouteVerdict verdict = route_matmul(candidate, g_reg->routing);
       counters().count_supports(verdict.accept);
@@ -205,9 +261,14 @@ bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
   }
 }
 
+// A guarded no leaves the op to the CPU backend.
+bool device_supports_op(ggml_backend_dev_t, const ggml_tensor* op) {
+  return guarded("supports_op", false, [&] { return supports_op(op); });
+}
+
 bool device_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) {
   // Host buffers (CPU, CPU_Mapped for mmapped GGUFs) are read in place; CPU_REPACK is not host.
-  return ggml_backend_buft_is_host(buft);
+  return guarded("supports_buft", false, [&] { return ggml_backend_buft_is_host(buft); });
 }
 
 const ggml_backend_device_i kDeviceInterface = {
@@ -238,7 +299,8 @@ size_t reg_get_device_count(ggml_backend_reg_t) {
 }
 
 ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index) {
-  GGML_ASSERT(index == 0);
+  // An index past the one device is answered with null, not an assertion that aborts the host.
+  if (index != 0) return nullptr;
   static ggml_backend_device device = {kDeviceInterface, reg, nullptr};
   return &device;
 }
@@ -252,6 +314,9 @@ void* reg_get_proc_address(ggml_backend_reg_t, const char* name) {
   }
   if (std::strcmp(name, "ggml_backend_npuflow_reset_stats") == 0) {
     return reinterpret_cast<void*>(&reset_stats);
+  }
+  if (std::strcmp(name, "ggml_backend_npuflow_inject_fault") == 0) {
+    return reinterpret_cast<void*>(&inject_fault);
   }
   return nullptr;
 }
@@ -293,7 +358,8 @@ RegContext* create_reg_context() {
 
 ggml_backend_reg_t reg_get() {
   static ggml_backend_reg reg = {GGML_BACKEND_API_VERSION, kRegInterface, nullptr};
-  static bool ready = (g_reg = create_reg_context()) != nullptr;
+  static bool ready = (g_reg = guarded("backend_init", static_cast<RegContext*>(nullptr),
+                                       create_reg_context)) != nullptr;
   return ready ? &reg : nullptr;
 }
 

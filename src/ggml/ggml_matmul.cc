@@ -5,6 +5,8 @@
 
 #include "core/strings.h"
 #include "ggml-backend.h"
+#include "ggml/ggml_fault.h"
+#include "ggml/ggml_guard.h"
 #include "ops/float_linear.h"
 
 namespace npuflow::ggml {
@@ -135,30 +137,31 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
                                                      GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
   WeightFingerprint fingerprint{w->name, static_cast<int>(w->type), c.k, c.n,
                                 content_hash(w->data, ggml_nbytes(w), !immutable)};
-  bool packed_now = false;
-  const ResidentWeightStats before = cache_.stats();
-  auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
-    packed_now = true;
-    std::vector<float> rows(static_cast<size_t>(c.n * c.k));
-    constexpr int64_t kRowsPerTask = 64;
-    context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
-      const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
-      for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
-        weight_row(r, rows.data() + r * c.k);
-      }
-    });
-    return pack_linear_weight(device_, rows.data(), c.k, c.n);
-  });
-  counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
-
   const auto* x_data = static_cast<const float*>(x->data);
   auto* y_data = static_cast<float*>(node->data);
-  bool fallback = !weight.is_ok();
-  Status status = weight.status();
-  if (!fallback) {
-    status = run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
-    fallback = !status.is_ok();
-  }
+  // The device step: resident weight (packed on first use) and the GEMM. A failure, returned or
+  // thrown, is answered by the host reference below.
+  const Status status = status_of([&]() -> Status {
+    bool packed_now = false;
+    const ResidentWeightStats before = cache_.stats();
+    auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
+      packed_now = true;
+      std::vector<float> rows(static_cast<size_t>(c.n * c.k));
+      constexpr int64_t kRowsPerTask = 64;
+      context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+        throw_if_injected(FaultPoint::kDeviceCompute);
+        const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+        for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
+          weight_row(r, rows.data() + r * c.k);
+        }
+      });
+      return pack_linear_weight(device_, rows.data(), c.k, c.n);
+    });
+    counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+    if (!weight.is_ok()) return weight.status();
+    return run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
+  });
+  const bool fallback = !status.is_ok();
   if (fallback) {
     // A claim never fails a run: the host reference computes the same product.
     if (!warned_fallback_) {

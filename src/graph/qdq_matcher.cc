@@ -47,6 +47,10 @@ std::optional<Refused> read_quant_params(const GraphView& graph, const NodeInfo&
                    str_cat("scale of '", node.name, "' is ", element_type_name(scale.type))};
   }
   const size_t count = scale.constant->bytes / sizeof(float);
+  if (count == 0) {
+    // A malformed model the CPU EP rejects with its own error; nothing here may index it.
+    return Refused{"empty_quant_params", str_cat("scale of '", node.name, "' has no elements")};
+  }
   out.scales.resize(count);
   std::memcpy(out.scales.data(), scale.constant->data, count * sizeof(float));
   for (float s : out.scales) {
@@ -96,6 +100,12 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
   }
   const int64_t k = w.shape[0];
   const int64_t n = w.shape[1];
+  if (k <= 0 || n <= 0) {
+    // Nothing to accelerate, and oneDNN divides by both while choosing a layout; the CPU EP
+    // runs it (K = 0 gives zeros, N = 0 an empty output).
+    return Refused{"empty_weight", str_cat("weight '", w.name, "' has shape ",
+                                           shape_string(w.shape), "; K and N must be positive")};
+  }
   if (k > kMaxExactK) {
     return Refused{"k_too_large", str_cat("K=", k, " could overflow int32 accumulation")};
   }
@@ -187,8 +197,21 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
     if (q.op_type == "QuantizeLinear" && q_domain) {
       const ValueInfo& q_out = graph.value(q.outputs[0]);
       QuantParams yq;
-      if (is_8bit(q_out.type) && !read_quant_params(graph, q, q_out.type, yq) &&
-          yq.scales.size() == 1 && yq.block_size == 0) {
+      const auto refused = is_8bit(q_out.type) ? read_quant_params(graph, q, q_out.type, yq)
+                                               : std::optional<Refused>(Refused{});
+      // A QuantizeLinear this group cannot fold stays outside and runs on the CPU EP, unless
+      // its parameters fit no axis at all: then the model is malformed, and the refusal says so
+      // rather than claiming the nodes above an output that can only fail.
+      if (refused && refused->reason == "empty_quant_params") return *refused;
+      const size_t count = yq.scales.size();
+      // The output has the activation's rank (a 2-D weight); unknown, only axis -1 is surely N.
+      const int64_t rank = x.has_shape ? static_cast<int64_t>(x.shape.size()) : 0;
+      const bool axis_is_n = yq.axis == -1 || (rank > 0 && yq.axis == rank - 1);
+      if (!refused && count != 1 && axis_is_n && static_cast<int64_t>(count) != n) {
+        return Refused{"unsupported_scale_shape", str_cat("output QuantizeLinear '", q.name,
+                                                          "' has ", count, " scales for N=", n)};
+      }
+      if (!refused && count == 1 && yq.block_size == 0) {
         qdq.spec.output = QuantizedOutput{yq.scales[0], yq.zero_points[0], q_out.type};
         qdq.output_name = q_out.name;
         claim.nodes.push_back(y.consumers[0]);

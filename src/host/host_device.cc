@@ -187,6 +187,24 @@ class PlainIntWeight final : public PackedWeight {
   std::vector<int8_t> values_;
 };
 
+// oneDNN's OpenMP kernels size their team from the calling thread's nthreads ICV. A task sets
+// it for its own GEMM and puts the previous value back: tasks run on threads npuflow does not own
+// (the caller's, or the pool ONNX Runtime lends), whose OpenMP state must stay as it was found.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : previous_(omp_get_max_threads()) {
+    if (threads != previous_) omp_set_num_threads(threads);
+  }
+  ~ScopedOmpThreads() {
+    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+  }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
 Status check_int4_values(const int8_t* values, int64_t count, const char* what) {
   for (int64_t i = 0; i < count; ++i) {
     if (values[i] < -7 || values[i] > 7) {
@@ -207,6 +225,8 @@ struct HostDevice::Impl {
   Result<std::unique_ptr<PackedWeight>> pack(const void* weight, int64_t k, int64_t n,
                                              ElementType weight_type, ElementType probe_src,
                                              ElementType dst) {
+    // oneDNN divides by K and N while it chooses a layout (SIGFPE at K = 0).
+    if (k <= 0 || n <= 0) return invalid_argument(str_cat("weight shape ", k, "x", n, " is empty"));
     try {
       const size_t element = element_size(weight_type);
       std::vector<Block> blocks;
@@ -248,6 +268,8 @@ struct HostDevice::Impl {
              ElementType c_type, const RawSink& sink, const ExecContext& context) {
     const auto* weight = dynamic_cast<const OneDnnWeight*>(&w);
     if (weight == nullptr) return internal_error("weight was not packed by the host device");
+    if (m < 0) return invalid_argument(str_cat("row count ", m, " is negative"));
+    if (m == 0) return Status::ok();
     // Exact int8 on a saturating kernel: a = 2 * hi + lo (+ -128 for int8, folded into a column
     // correction), with hi and lo 7-bit and 1-bit uint8, so no pair of products can saturate.
     const bool split = split_int8 && c_type == ElementType::kInt32;
@@ -294,9 +316,9 @@ struct HostDevice::Impl {
       const int64_t rows = panel == panels - 1 ? last_panel_rows : kRowPanel;
       try {
         // On a lent pool each task is one thread; otherwise oneDNN's OpenMP team works on it.
-        omp_set_num_threads(context.has_pool()    ? 1
-                            : options.threads > 0 ? options.threads
-                                                  : omp_get_num_procs());
+        const ScopedOmpThreads team(context.has_pool()    ? 1
+                                    : options.threads > 0 ? options.threads
+                                                          : omp_get_num_procs());
         const Block::Primitive& primitive =
             panel == panels - 1 ? last_panel[block_index] : full_panel[block_index];
         // Each thread brings its own scratchpad (see Block::Primitive).

@@ -35,6 +35,17 @@ Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSp
                                                      const void* weight, ElementType weight_type,
                                                      std::shared_ptr<Device> device,
                                                      int64_t min_rows, Logger logger) {
+  // The epilogue indexes scales and zero points per column: they must be per tensor or per
+  // column. The matcher refuses anything else; this keeps a bad spec a status, not a crash.
+  const auto fits_columns = [&](size_t size) {
+    return size == 1 || static_cast<int64_t>(size) == spec.n;
+  };
+  if (spec.k < 0 || spec.n < 0 || !fits_columns(spec.w_scales.size()) ||
+      spec.w_zero_points.size() != spec.w_scales.size()) {
+    return invalid_argument(str_cat(name, ": ", spec.w_scales.size(), " weight scales and ",
+                                    spec.w_zero_points.size(), " zero points for a ", spec.k, "x",
+                                    spec.n, " weight"));
+  }
   const int64_t count = spec.k * spec.n;
   std::vector<int8_t> plain(count);
   if (weight_type == ElementType::kUInt8) {
@@ -52,11 +63,10 @@ Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSp
   std::unique_ptr<PackedWeight> resident;
   if (packed.is_ok()) {
     resident = std::move(packed).value();
-  } else if (packed.status().code() == StatusCode::kInvalidArgument) {
-    return packed.status();
   } else {
-    // The device cannot hold this weight (contract, IOVA budget, device error): the group still
-    // runs, on the host loop, with the same exact result.
+    // The device cannot or will not hold this weight (contract, IOVA budget, a shape it calls
+    // invalid, device error): the group still runs, on the host loop, with the same exact result.
+    // A pack refusal never fails the session.
     logger.warning(str_cat("npu_qdq_pack_fallback ", name, " k=", spec.k, " n=", spec.n, ": ",
                            packed.status().to_string(), "; every call runs on the host loop"));
   }

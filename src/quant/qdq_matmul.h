@@ -3,7 +3,7 @@
 // fewer than min_rows rows run the host loop, the rest the device; a device refusal falls back
 // to the host loop with the same exact result. Rows are zero-padded to the device's
 // row_multiple() (RK3588: 4) rather than refused. A weight the device cannot pack (outside its
-// contract, IOVA budget spent) makes every call of the group run on the host loop.
+// contract, IOVA budget spent, any refusal) makes every call of the group run on the host loop.
 #pragma once
 
 #include <atomic>

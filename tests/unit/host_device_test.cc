@@ -2,6 +2,7 @@
 #include "host/host_device.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <mutex>
@@ -274,6 +275,43 @@ TEST(HostDevice, ConcurrentRowPanelsOfOneFloatBlockMatchTheReference) {
     for (int64_t i = 0; i < m * n; ++i) {
       ASSERT_NEAR(parallel[i], serial[i], 1e-3f * (1.0f + std::abs(serial[i]))) << i;
     }
+  }
+}
+
+// npuflow runs inside other people's processes: a GEMM must leave the OpenMP state of every
+// thread it borrowed (the caller's included) as it found it, with a lent pool and without one.
+TEST(HostDevice, LeavesTheCallersOpenMpThreadCountAsFound) {
+  const int64_t m = 300, k = 64, n = 600;  // several tasks, one of them on the calling thread
+  std::vector<int8_t> a(m * k, 3), w(k * n, -2);
+  std::vector<int32_t> c(m * n);
+  for (int threads : {0, 2}) {
+    HostDevice device(DeviceOptions{threads});
+    auto packed = device.pack_int8_weight(w.data(), k, n);
+    ASSERT_TRUE(packed.is_ok());
+    for (const ExecContext& context : {ExecContext{}, two_threads()}) {
+      omp_set_num_threads(3);
+      ASSERT_TRUE(
+          device.gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), context)
+              .is_ok());
+      EXPECT_EQ(omp_get_max_threads(), 3)
+          << "threads=" << threads << (context.has_pool() ? " with" : " without") << " a pool";
+    }
+  }
+}
+
+// A weight with no rows or no columns is refused with a status: oneDNN divides by these
+// dimensions while it chooses a layout (SIGFPE at K = 0).
+TEST(HostDevice, RefusesEmptyWeights) {
+  HostDevice device({});
+  const std::vector<int8_t> none;
+  const std::vector<float> none_f;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{0, 32}, {64, 0}}) {
+    EXPECT_EQ(device.pack_int8_weight(none.data(), k, n).status().code(),
+              StatusCode::kInvalidArgument)
+        << k << "x" << n;
+    EXPECT_EQ(device.pack_float_weight(none_f.data(), k, n).status().code(),
+              StatusCode::kInvalidArgument)
+        << k << "x" << n;
   }
 }
 

@@ -42,7 +42,9 @@ struct GraphBuilder {
 
 struct QdqGraphOptions {
   int64_t k = 32, n = 16;
-  int w_scales = 1;  // 1, n (axis 1) or k (axis 0)
+  int w_scales = 1;   // 1, n (axis 1) or k (axis 0)
+  int x_scales = -1;  // -1: a scalar; otherwise a 1-D scale and zero point of this length
+  int y_scales = -1;  // the same for the output QuantizeLinear
   int64_t w_axis = 1;
   int64_t block_size = 0;
   bool weight_constant = true;
@@ -55,8 +57,16 @@ GraphBuilder qdq_graph(const QdqGraphOptions& o) {
   GraphBuilder b;
   ValueId x = b.tensor("x", ElementType::kInt8, {-1, o.k});
   b.graph.values[x].is_graph_input = true;
-  ValueId xs = b.constant<float>("xs", ElementType::kFloat32, {}, {0.1f});
-  ValueId xz = b.constant<int8_t>("xz", ElementType::kInt8, {}, {-3});
+  auto params = [&](const std::string& prefix, int count, float scale, int8_t zero_point) {
+    std::vector<int64_t> shape;
+    if (count >= 0) shape.push_back(count);
+    const size_t elements = count >= 0 ? static_cast<size_t>(count) : 1;
+    return std::pair{b.constant<float>(prefix + "s", ElementType::kFloat32, shape,
+                                       std::vector<float>(elements, scale)),
+                     b.constant<int8_t>(prefix + "z", ElementType::kInt8, shape,
+                                        std::vector<int8_t>(elements, zero_point))};
+  };
+  auto [xs, xz] = params("x", o.x_scales, 0.1f, -3);
   ValueId xf = b.tensor("xf", ElementType::kFloat32, {-1, o.k});
   b.node("DequantizeLinear", {x, xs, xz}, {xf});
   ValueId w = o.weight_constant ? b.constant<int8_t>("w", o.weight_type, {o.k, o.n},
@@ -75,8 +85,7 @@ GraphBuilder qdq_graph(const QdqGraphOptions& o) {
     b.node("Relu", {xf}, {other});
   }
   if (o.with_q) {
-    ValueId ys = b.constant<float>("ys", ElementType::kFloat32, {}, {0.5f});
-    ValueId yz = b.constant<int8_t>("yz", ElementType::kInt8, {}, {2});
+    auto [ys, yz] = params("y", o.y_scales, 0.5f, 2);
     ValueId yq = b.tensor("yq", ElementType::kInt8, {-1, o.n});
     b.node("QuantizeLinear", {y, ys, yz}, {yq});
     b.graph.values[yq].is_graph_output = true;
@@ -146,6 +155,57 @@ TEST(QdqMatcher, RefusesUnsupportedWeightTypes) {
   QdqGraphOptions o;
   o.weight_type = ElementType::kInt32;
   expect_refusal(o, "unsupported_type");
+}
+
+// Empty scales and weights are valid protobuf but no usable quantization: each is refused by name,
+// so the CPU EP reports (or runs) the node itself and no kernel ever indexes an empty vector.
+TEST(QdqMatcher, RefusesEmptyWeightScales) {
+  QdqGraphOptions o;
+  o.w_scales = 0;
+  expect_refusal(o, "empty_quant_params");
+}
+
+TEST(QdqMatcher, RefusesAWeightScaleCountThatIsNeitherOneNorN) {
+  QdqGraphOptions o;
+  o.w_scales = 5;
+  expect_refusal(o, "unsupported_scale_shape");
+}
+
+TEST(QdqMatcher, RefusesEmptyActivationScales) {
+  QdqGraphOptions o;
+  o.x_scales = 0;
+  expect_refusal(o, "empty_quant_params");
+}
+
+TEST(QdqMatcher, RefusesEmptyOutputScales) {
+  QdqGraphOptions o;
+  o.y_scales = 0;
+  expect_refusal(o, "empty_quant_params");
+}
+
+TEST(QdqMatcher, LeavesAPerColumnOutputQuantizeOutside) {
+  QdqGraphOptions o;
+  o.y_scales = 16;
+  auto b = qdq_graph(o);
+  ClaimSet set = match_qdq_matmuls(b.graph, {});
+  ASSERT_EQ(set.claims.size(), 1u);
+  EXPECT_FALSE(set.claims[0].qdq.spec.output.has_value());
+  EXPECT_EQ(set.claims[0].nodes.size(), 3u);
+}
+
+TEST(QdqMatcher, RefusesAnOutputScaleCountThatIsNeitherOneNorN) {
+  QdqGraphOptions o;
+  o.y_scales = 5;
+  expect_refusal(o, "unsupported_scale_shape");
+}
+
+TEST(QdqMatcher, RefusesEmptyWeights) {
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{0, 16}, {32, 0}}) {
+    QdqGraphOptions o;
+    o.k = k;
+    o.n = n;
+    expect_refusal(o, "empty_weight");
+  }
 }
 
 TEST(QdqMatcher, KeepsASharedActivationDequantizeOutside) {

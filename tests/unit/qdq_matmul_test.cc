@@ -6,6 +6,7 @@
 #include <random>
 
 #include "host/host_device.h"
+#include "sim/sim_device.h"
 
 namespace npuflow {
 namespace {
@@ -156,6 +157,79 @@ TEST(QdqMatMul, RefusedDeviceCallsFallBackWithTheSameResult) {
   EXPECT_EQ(refusing.value()->counters().fallback_calls.load(), 3);
   ASSERT_EQ(warnings.size(), 1u);  // logged once per node, not per call
   EXPECT_NE(warnings[0].find("npu_qdq_fallback"), std::string::npos);
+}
+
+// A device whose pack refuses the weight as an invalid argument (the sim's answer to an empty
+// shape): the group must still run, on the host loop, rather than fail the session.
+class PackRefusingDevice final : public Device {
+ public:
+  std::string_view name() const override { return "pack-refusing"; }
+  std::string description() const override { return "refuses every pack"; }
+  Result<std::unique_ptr<PackedWeight>> pack_int8_weight(const int8_t*, int64_t k,
+                                                         int64_t n) override {
+    return invalid_argument("weight shape " + std::to_string(k) + "x" + std::to_string(n) +
+                            " refused");
+  }
+  Status gemm_int8(const void*, ElementType, int64_t, const PackedWeight&, int32_t*,
+                   const ExecContext&) override {
+    return internal_error("never called: nothing was packed");
+  }
+  Result<std::unique_ptr<PackedWeight>> pack_float_weight(const float*, int64_t, int64_t) override {
+    return unsupported("no float");
+  }
+  Status gemm_float(const float*, int64_t, const PackedWeight&, float*,
+                    const ExecContext&) override {
+    return unsupported("no float");
+  }
+};
+
+TEST(QdqMatMul, AnyPackRefusalFallsBackToTheHostLoop) {
+  Fixture f;
+  std::vector<std::string> warnings;
+  Logger logger(LogLevel::kWarning, [&](LogLevel, const std::string& m) { warnings.push_back(m); });
+  auto refused = QdqMatMul::create("p", make_spec(f.k, f.n), f.weight.data(), ElementType::kInt8,
+                                   std::make_shared<PackRefusingDevice>(), 16, logger);
+  ASSERT_TRUE(refused.is_ok()) << refused.status().to_string();
+  EXPECT_FALSE(refused.value()->on_device());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("npu_qdq_pack_fallback"), std::string::npos) << warnings[0];
+  // The reference: the host integer loop by route (min_rows above the call's rows).
+  auto host = QdqMatMul::create("h", make_spec(f.k, f.n), f.weight.data(), ElementType::kInt8,
+                                std::make_shared<HostDevice>(DeviceOptions{}), 1000, f.logger);
+  ASSERT_TRUE(host.is_ok());
+  std::vector<int8_t> y1(64 * f.n), y2(64 * f.n);
+  ASSERT_TRUE(
+      refused.value()->run(f.activations.data(), ElementType::kInt8, 64, y1.data(), {}).is_ok());
+  EXPECT_EQ(refused.value()->counters().fallback_calls.load(), 1);
+  ASSERT_TRUE(
+      host.value()->run(f.activations.data(), ElementType::kInt8, 64, y2.data(), {}).is_ok());
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(warnings.size(), 1u);  // the fallback was said once, at create
+}
+
+// The simulator refuses an empty weight at pack time; the group runs (and writes nothing).
+TEST(QdqMatMul, AnEmptyWeightTheSimRefusesStillRuns) {
+  Fixture f;
+  auto sim = std::make_shared<sim::SimDevice>(sim::SimOptions{});
+  auto kernel = QdqMatMul::create("n0", make_spec(f.k, 0), f.weight.data(), ElementType::kInt8, sim,
+                                  16, f.logger);
+  ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
+  std::vector<int8_t> y(1);
+  EXPECT_TRUE(
+      kernel.value()->run(f.activations.data(), ElementType::kInt8, 32, y.data(), {}).is_ok());
+}
+
+// Scales and zero points that fit neither per-tensor nor per-column are a bad spec, not a crash.
+TEST(QdqMatMul, RefusesScaleCountsThatFitNoColumnLayout) {
+  Fixture f;
+  for (size_t count : {size_t{0}, size_t{5}}) {
+    QdqGemmSpec spec = make_spec(f.k, f.n);
+    spec.w_scales.assign(count, 0.01f);
+    spec.w_zero_points.assign(count, 0);
+    auto kernel = QdqMatMul::create("bad", spec, f.weight.data(), ElementType::kInt8,
+                                    std::make_shared<HostDevice>(DeviceOptions{}), 16, f.logger);
+    EXPECT_EQ(kernel.status().code(), StatusCode::kInvalidArgument) << count;
+  }
 }
 
 }  // namespace
