@@ -46,14 +46,26 @@ def test_explain_on_a_model_with_nothing_to_claim(tmp_path):
     assert "0 of 0 QDQ MatMul groups claimed" in run_cli("explain", str(path))
 
 
+def assert_demo_lsb(out: str) -> None:
+    """npuflow is within 1 LSB of the CPU EP's float path (the ONNX definition of the groups),
+    and of the CPU EP at ORT_ENABLE_ALL wherever that one agrees with its own float path (its
+    u8 x s8 kernels saturate on x86 without VNNI, which the demo says)."""
+    worst = int(re.search(r"worst LSB difference \(int8 outputs, direct or dequantized\): (\d+)",
+                          out).group(1))
+    line = re.search(r"against the CPU EP's float path \(level disable\): (\d+) .*the CPU EP at "
+                     r"this level is (\d+) LSB from it", out)
+    assert line, out
+    against_float, cpu_ep_own = int(line.group(1)), int(line.group(2))
+    assert against_float <= 1
+    assert worst <= 1 or (cpu_ep_own > 1 and "saturate" in out)
+
+
 def test_demo_reports_claims_lsb_and_speed(tmp_path):
     path = tmp_path / "demo.onnx"
     onnx.save(demo_layer_model(rows=32), str(path))
     out = run_cli("demo", str(path), "--runs", "3")
     assert "QDQ MatMul groups claimed: 7 / 7" in out
-    worst = int(re.search(r"worst LSB difference \(int8 outputs, direct or dequantized\): (\d+)",
-                          out).group(1))
-    assert worst <= 1
+    assert_demo_lsb(out)
     assert re.search(r"npuflow is [0-9.]+x the CPU EP", out)
 
 
@@ -105,9 +117,7 @@ def test_demo_runs_on_the_simulator_with_a_profile(tmp_path):
     result = subprocess.run([str(CLI), "demo", str(path), "--runs", "2"], capture_output=True,
                             text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
-    worst = int(re.search(r"worst LSB difference \(int8 outputs, direct or dequantized\): (\d+)",
-                          result.stdout).group(1))
-    assert worst <= 1
+    assert_demo_lsb(result.stdout)
     assert_every_call_on_the_device(parse_profile(result.stderr))
 
 
