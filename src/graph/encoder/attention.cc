@@ -204,26 +204,10 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   att.v = val->linear.ref;
   att.d = d;
   att.scale = scale;
-  if (options_.heads > 0) {
-    att.heads = options_.heads;
-    att.heads_source = "knob";
-  } else if (auto h = heads_of(q->ops)) {
-    att.heads = *h > 0 ? *h : (d % -*h == 0 ? d / -*h : 0);
-    att.heads_source = "graph";
-  }
-  if (att.heads <= 0 || d % att.heads != 0) {
-    why = {"heads_unknown",
-           str_cat("cannot infer the attention head count of hidden size ", d,
-                   " from the graph; set NPUFLOW_HEADS (provider option 'heads') to the "
-                   "model's num_attention_heads, e.g. NPUFLOW_HEADS=",
-                   d % 64 == 0 ? d / 64 : 1, " if its head dim is ", d % 64 == 0 ? 64 : d)};
-    return std::nullopt;
-  }
   // Replay the layouts on index tensors: Q, V -> [1,H,T,dh], K -> [1,H,dh,T], merge -> [1,T,D].
   // The source is the projection's output [1,T,N] (N = 3D when fused); a part's expected
   // values are its D columns at `offset`.
   const int64_t t = tokens > 0 ? tokens : 5;
-  const int64_t h = att.heads, dh = d / att.heads;
   const int64_t n = fused ? 3 * d : d;
   auto source = [&] {
     IndexTensor x;
@@ -232,7 +216,8 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<int32_t>(i);
     return x;
   };
-  auto expect = [&](bool key, int64_t stride, int64_t offset) {
+  auto expect = [&](int64_t h, bool key, int64_t stride, int64_t offset) {
+    const int64_t dh = d / h;
     std::vector<int32_t> out;
     for (int64_t hh = 0; hh < h; ++hh) {
       if (key) {
@@ -253,9 +238,13 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     bool replayed = false;
     int64_t lo = 0, hi = 0;  // the columns it reads
   };
+  // The stream the projections read is [1, t, d] in every replay: shape chains that read it
+  // (or any value a replay passes through) resolve against the replayed geometry.
+  ShapeEnv env;
+  env[q->linear.x] = {1, t, d};
   auto replay_part = [&](IndexTensor& x, const Chain& chain) {
     Part part;
-    part.replayed = replay(x, chain.ops, chain.split_output) && !x.data.empty();
+    part.replayed = replay(x, chain.ops, chain.split_output, &env) && !x.data.empty();
     if (part.replayed) {
       part.lo = n;
       for (int32_t i : x.data) {
@@ -295,20 +284,50 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     att.v.col_begin = 2 * d;
     att.q.cols = att.k.cols = att.v.cols = d;
   }
-  const bool ok_q = part_q.replayed && tq.data == expect(false, n, 0);
-  const bool ok_k = part_k.replayed && tk.data == expect(true, n, fused ? d : 0);
-  const bool ok_v = part_v.replayed && tv.data == expect(false, n, fused ? 2 * d : 0);
-  IndexTensor tm;
-  tm.shape = {1, h, t, dh};
-  tm.data = expect(false, d, 0);
-  // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
-  bool ok_m = replay(tm, merge) && tm.shape.size() >= 2 && tm.shape.back() == d;
-  for (size_t i = 0; ok_m && i < tm.data.size(); ++i) ok_m = tm.data[i] == static_cast<int32_t>(i);
-  if (!ok_q || !ok_k || !ok_v || !ok_m) {
+  // The head count: the knob's, else the graph's split reshape, else any divisor of d. The one
+  // taken is the first whose split and merge the replay proves (with a single token every count
+  // moves data alike, and computes alike).
+  std::vector<int64_t> candidates;
+  att.heads_source = options_.heads > 0 ? "knob" : "graph";
+  if (options_.heads > 0) {
+    candidates.push_back(options_.heads);
+  } else {
+    if (auto h = heads_of(q->ops)) candidates.push_back(*h > 0 ? *h : (d % -*h ? 0 : d / -*h));
+    for (int64_t h = 1; h <= d; ++h)
+      if (d % h == 0) candidates.push_back(h);
+  }
+  bool ok_q = false, ok_k = false, ok_v = false, ok_m = false;
+  int64_t tried = 0;
+  for (int64_t h : candidates) {
+    if (h <= 0 || d % h != 0) continue;
+    tried = h;
+    ok_q = part_q.replayed && tq.data == expect(h, false, n, 0);
+    ok_k = part_k.replayed && tk.data == expect(h, true, n, fused ? d : 0);
+    ok_v = part_v.replayed && tv.data == expect(h, false, n, fused ? 2 * d : 0);
+    IndexTensor tm;
+    tm.shape = {1, h, t, d / h};
+    tm.data = expect(h, false, d, 0);
+    ShapeEnv merge_env = env;
+    // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
+    ok_m = replay(tm, merge, 0, &merge_env) && tm.shape.size() >= 2 && tm.shape.back() == d;
+    for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
+      ok_m = tm.data[i] == static_cast<int32_t>(i);
+    if (ok_q && ok_k && ok_v && ok_m) {
+      att.heads = h;
+      break;
+    }
+  }
+  if (tried == 0) {
+    why = {"heads_unknown",
+           str_cat("NPUFLOW_HEADS=", options_.heads, " does not divide the hidden size ", d)};
+    return std::nullopt;
+  }
+  if (att.heads == 0) {
+    const int64_t h = candidates.front() > 0 ? candidates.front() : tried;
     why = {"attention_layout",
-           str_cat("the head split/merge does not move data as ", h, " heads of ", dh, " would (q ",
-                   ok_q, " k ", ok_k, " v ", ok_v, " merge ", ok_m, ")",
-                   fused ? " from a fused projection" : "",
+           str_cat("the head split/merge does not move data as ", h, " heads of ", d / h,
+                   " would, nor as any other head count (q ", ok_q, " k ", ok_k, " v ", ok_v,
+                   " merge ", ok_m, ")", fused ? " from a fused projection" : "",
                    att.heads_source == "knob" ? " with NPUFLOW_HEADS" : "")};
     return std::nullopt;
   }

@@ -86,7 +86,8 @@ std::vector<int64_t> CanonicalGraph::int_list_attribute(const NodeInfo& node,
   return {};
 }
 
-std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int depth) const {
+std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, const ShapeEnv* env,
+                                                                 int depth) const {
   if (depth > 8 || v == kNoValue) return std::nullopt;
   if (auto c = int_constant(v)) return c;
   const NodeId p = producer(v);
@@ -95,10 +96,16 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int 
   const std::string& op = node.op_type;
   if (op == "Shape") {
     const ValueInfo& x = g_.value(node.input(0));
-    if (!x.has_shape) return std::nullopt;
-    std::vector<int64_t> dims = x.shape;  // unknown dims stay -1 (a Reshape infers one)
-    if (!dims.empty() && dims[0] < 0) dims[0] = 1;
-    for (int64_t& d : dims) d = d < 0 ? -1 : d;
+    std::vector<int64_t> dims;
+    if (auto it = env ? env->find(node.input(0)) : ShapeEnv::const_iterator{};
+        env && it != env->end()) {
+      dims = it->second;
+    } else {
+      if (!x.has_shape) return std::nullopt;
+      dims = x.shape;  // unknown dims stay -1 (a Reshape infers one)
+      if (!dims.empty() && dims[0] < 0) dims[0] = 1;
+      for (int64_t& d : dims) d = d < 0 ? -1 : d;
+    }
     const auto rank = static_cast<int64_t>(dims.size());
     int64_t start = node.int_attribute("start", 0), end = node.int_attribute("end", rank);
     if (start < 0) start += rank;
@@ -107,8 +114,8 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int 
     end = std::clamp<int64_t>(end, start, rank);
     return std::vector<int64_t>(dims.begin() + start, dims.begin() + end);
   }
-  if (op == "Cast" || op == "Identity") return shape_values(node.input(0), depth + 1);
-  auto data = shape_values(node.input(0), depth + 1);
+  if (op == "Cast" || op == "Identity") return shape_values(node.input(0), env, depth + 1);
+  auto data = shape_values(node.input(0), env, depth + 1);
   if (!data) return std::nullopt;
   if (op == "Unsqueeze" || op == "Squeeze") return data;
   if (op == "Gather") {
@@ -141,7 +148,7 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int 
   if (op == "Concat") {
     std::vector<int64_t> out;
     for (ValueId part : node.inputs) {
-      auto values = shape_values(part, depth + 1);
+      auto values = shape_values(part, env, depth + 1);
       if (!values) return std::nullopt;
       out.insert(out.end(), values->begin(), values->end());
     }
@@ -150,8 +157,9 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, int 
   return std::nullopt;
 }
 
-std::optional<std::vector<int64_t>> CanonicalGraph::reshape_target(const NodeInfo& reshape) const {
-  if (auto c = shape_values(reshape.input(1))) return c;
+std::optional<std::vector<int64_t>> CanonicalGraph::reshape_target(const NodeInfo& reshape,
+                                                                   const ShapeEnv* env) const {
+  if (auto c = shape_values(reshape.input(1), env)) return c;
   const ValueInfo& y = g_.value(reshape.outputs[0]);
   if (y.has_shape) {
     std::vector<int64_t> out = y.shape;
@@ -180,13 +188,14 @@ bool CanonicalGraph::is_shape_node(NodeId n) const {
   return !node.outputs.empty();
 }
 
-bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops,
-                            int split_output) const {
+bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops, int split_output,
+                            ShapeEnv* env) const {
   for (NodeId n : ops) {
     const NodeInfo& node = g_.node(n);
     const auto rank = static_cast<int64_t>(t.shape.size());
+    if (env) (*env)[node.input(0)] = t.shape;
     if (node.op_type == "Reshape") {
-      auto target = reshape_target(node);
+      auto target = reshape_target(node, env);
       if (!target || !t.reshape(*target)) return false;
     } else if (node.op_type == "Transpose") {
       auto perm = perm_of(node);
@@ -256,6 +265,10 @@ bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops,
       if (!t.select(axis, i, 1, scalar_index)) return false;
     } else {
       return false;
+    }
+    if (env) {
+      const size_t out = node.op_type == "Split" ? static_cast<size_t>(split_output) : 0;
+      if (out < node.outputs.size()) (*env)[node.outputs[out]] = t.shape;
     }
   }
   return true;

@@ -4,6 +4,7 @@
 // Reshape target read the same. The matchers ask these queries instead of walking raw producers.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace npuflow::encoder {
 
 using Used = std::vector<NodeId>;
+// The concrete shapes values take in one replay (see replay()): a Shape of such a value
+// evaluates to its replayed dims, so shape chains of dynamic exports resolve.
+using ShapeEnv = std::map<ValueId, std::vector<int64_t>>;
 
 class CanonicalGraph {
  public:
@@ -46,9 +50,12 @@ class CanonicalGraph {
   // The value of a small int64 tensor built from shapes: constants, Shape of a value whose rank
   // is inferred (a dynamic leading batch counts as 1, other unknown dims as -1), Slice, Gather,
   // Unsqueeze, Squeeze, Cast and Concat of those.
-  std::optional<std::vector<int64_t>> shape_values(ValueId v, int depth = 0) const;
+  // With `env`, a Shape of a value in it reads the replayed dims instead.
+  std::optional<std::vector<int64_t>> shape_values(ValueId v, const ShapeEnv* env = nullptr,
+                                                   int depth = 0) const;
   // The target shape of a Reshape: computed by shape_values, or the inferred output shape.
-  std::optional<std::vector<int64_t>> reshape_target(const NodeInfo& reshape) const;
+  std::optional<std::vector<int64_t>> reshape_target(const NodeInfo& reshape,
+                                                     const ShapeEnv* env = nullptr) const;
   std::optional<std::vector<int64_t>> perm_of(const NodeInfo& node) const;
 
   std::vector<NodeId> non_shape_consumers(ValueId v) const;
@@ -56,8 +63,10 @@ class CanonicalGraph {
   bool is_shape_node(NodeId n) const;
 
   // Replays `ops` on `t`; false if a shape cannot be resolved. A selector (Split output
-  // `split_output`, Slice, Gather) keeps the part of the data it reads.
-  bool replay(IndexTensor& t, const std::vector<NodeId>& ops, int split_output = 0) const;
+  // `split_output`, Slice, Gather) keeps the part of the data it reads. With `env`, the shapes
+  // the replay gives each value are recorded there and read back by later shape chains.
+  bool replay(IndexTensor& t, const std::vector<NodeId>& ops, int split_output = 0,
+              ShapeEnv* env = nullptr) const;
 
  protected:
   const GraphView& g_;

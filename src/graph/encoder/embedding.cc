@@ -118,7 +118,8 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
         for (int64_t p = 0; p < co.shape[2] * co.shape[3]; ++p)
           t.data.push_back(static_cast<int32_t>(p * d + c));
     }
-    bool ok = replay(t, flatten) && t.shape.size() == 3 && t.shape[2] == d;
+    ShapeEnv env;
+    bool ok = replay(t, flatten, 0, &env) && t.shape.size() == 3 && t.shape[2] == d;
     for (size_t i = 0; ok && i < t.data.size(); ++i) ok = t.data[i] == static_cast<int32_t>(i);
     if (!ok) {
       why = {"patch_embedding", "the patch grid is not flattened token-major into [B, P, D]"};
