@@ -19,8 +19,10 @@ std::optional<Linear> Matcher::linear(ValueId y, Used& used, bool allow_reshaped
     Used local;
     auto lin = gemm_linear(gemm, local);
     if (!lin) return std::nullopt;
+    // The reshape back is to the stream's [B, T, N] (or [rows, N]); anything else (a head split
+    // merged into it, even [B, T, 1, N] for one head) is a layout op of the chain.
     if (auto target = reshape_target(*node);
-        target && !target->empty() && target->back() != lin->n) {
+        target && !target->empty() && (target->back() != lin->n || target->size() > 3)) {
       if (!allow_reshaped_output) return std::nullopt;
       lin->reshaped_output = p;
     }
