@@ -84,7 +84,7 @@ clean:
 FIXTURES_DIR := tests/fixtures/vision
 FIXTURES_FULL_DIR ?= $(BUILD_DIR)/fixtures-full
 
-.PHONY: fixtures fixtures-full faithfulness
+.PHONY: fixtures fixtures-full faithfulness fixtures-matrix
 fixtures:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py small $(FIXTURES_DIR)
 
@@ -96,3 +96,12 @@ fixtures-full:
 DEVICE ?= host
 faithfulness: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/faithfulness.py --device $(DEVICE) $(FIXTURES)
+
+# The export matrix of issue #8: N models from transformers classes at random sizes, exporters,
+# opsets and versions (generated into ~/.cache/npuflow/matrix-<key>), each checked for a whole
+# claim and against the CPU EP on host and sim. Without SEED a fresh seed is drawn and printed.
+# The fixed slice in tests/integration/test_export_matrix.py runs in `make test`.
+N ?= 20
+fixtures-matrix: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/fixtures/run_matrix.py --count $(N) \
+	  $(if $(SEED),--seed $(SEED)) --report $(BUILD_DIR)/matrix-report.txt
