@@ -61,6 +61,7 @@ struct EncoderLayerRef {
   bool fused_qkv = false;  // q, k and v are the three column blocks of one projection
   std::string layer_scale1, layer_scale2;  // "" when there is none
   float attention_scale = 1.0f;
+  std::string attention_bias;  // the runtime value added to the scaled scores, "" for none
   EncoderActivation activation = EncoderActivation::kGeluErf;
 };
 // A class token or position embedding: a constant (possibly gathered from a constant table by
@@ -91,6 +92,9 @@ struct VisionEncoderClaim {
   std::vector<NormRef> exit_norms;
   std::vector<EncoderExitRef> exits;
   std::string note;  // e.g. why the embedding stayed on the CPU EP
+  // A runtime value added to every layer's scaled attention scores (a text encoder's padding
+  // mask, [B, 1, 1 or T, T]); "" when there is none.
+  std::string attention_bias;
 };
 
 struct Claim {

@@ -43,11 +43,11 @@ std::vector<std::string> summarize_claims(const std::string& graph_name, const C
   for (const Claim& claim : claims.claims) {
     if (claim.kind != ClaimKind::kVisionEncoder) continue;
     const VisionEncoderClaim& e = claim.encoder;
-    lines.push_back(str_cat("graph '", graph_name, "': vision encoder '", claim.anchor_name,
-                            "' family=", e.family, " layers=", e.layers.size(), " hidden=",
-                            e.hidden, " heads=", e.heads, " (", e.heads_source, ") exits=",
-                            e.exits.size(), e.from_pixels ? " from pixels" : " from the stream",
-                            e.note.empty() ? "" : " - ", e.note));
+    lines.push_back(str_cat(
+        "graph '", graph_name, "': vision encoder '", claim.anchor_name, "' family=", e.family,
+        " layers=", e.layers.size(), " hidden=", e.hidden, " heads=", e.heads, " (", e.heads_source,
+        ") exits=", e.exits.size(), e.from_pixels ? " from pixels" : " from the stream",
+        e.note.empty() ? "" : " - ", e.note));
   }
   std::map<std::string, std::pair<int, const Refusal*>> by_reason;
   for (const Refusal& refusal : claims.refusals) {
@@ -87,18 +87,18 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     layer_scale += l.layer_scale1.empty() ? 0 : 1;
     post_norm += l.pre_norm ? 0 : 1;
   }
-  return str_cat("{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
-                 json_escape(claim.anchor_name), "\",\"nodes\":[", join(node_names, ","),
-                 "],\"family\":\"", e.family, "\",\"layers\":", e.layers.size(),
-                 ",\"hidden\":", e.hidden, ",\"heads\":", e.heads, ",\"heads_source\":\"",
-                 e.heads_source, "\",\"from_pixels\":", e.from_pixels ? "true" : "false",
-                 ",\"class_token\":", e.cls.present ? "true" : "false",
-                 ",\"pre_norm\":", e.pre_norm ? "true" : "false",
-                 ",\"layer_scale_layers\":", layer_scale, ",\"post_norm_layers\":", post_norm,
-                 ",\"fused_qkv_layers\":", fused_qkv, ",\"activations\":[",
-                 join(activations, ","), "],\"exits\":[",
-                 join(exits, ","), "],\"note\":\"", json_escape(e.note),
-                 "\",\"work\":", gemms_to_json(claim.work), "}");
+  return str_cat(
+      "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"", json_escape(claim.anchor_name),
+      "\",\"nodes\":[", join(node_names, ","), "],\"family\":\"", e.family,
+      "\",\"layers\":", e.layers.size(), ",\"hidden\":", e.hidden, ",\"heads\":", e.heads,
+      ",\"heads_source\":\"", e.heads_source,
+      "\",\"from_pixels\":", e.from_pixels ? "true" : "false",
+      ",\"class_token\":", e.cls.present ? "true" : "false",
+      ",\"pre_norm\":", e.pre_norm ? "true" : "false", ",\"layer_scale_layers\":", layer_scale,
+      ",\"post_norm_layers\":", post_norm, ",\"fused_qkv_layers\":", fused_qkv,
+      ",\"activations\":[", join(activations, ","), "],\"exits\":[", join(exits, ","),
+      "],\"attention_bias\":", e.attention_bias.empty() ? "false" : "true", ",\"note\":\"",
+      json_escape(e.note), "\",\"work\":", gemms_to_json(claim.work), "}");
 }
 
 }  // namespace
@@ -106,13 +106,14 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
                            const ClaimSet& claims, const std::vector<GemmWork>& host_gemms,
                            const char* matcher) {
-  std::string out = str_cat("{\"graph\":\"", json_escape(graph_name), "\",\"matcher\":\"",
-                            matcher, "\",\"candidates\":", claims.candidates, ",\"claims\":[");
+  std::string out = str_cat("{\"graph\":\"", json_escape(graph_name), "\",\"matcher\":\"", matcher,
+                            "\",\"candidates\":", claims.candidates, ",\"claims\":[");
   for (size_t i = 0; i < claims.claims.size(); ++i) {
     const Claim& claim = claims.claims[i];
     if (claim.kind == ClaimKind::kVisionEncoder) {
       std::vector<std::string> names;
-      for (NodeId id : claim.nodes) names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));
+      for (NodeId id : claim.nodes)
+        names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));
       out += str_cat(i ? "," : "", encoder_json(claim, names));
       continue;
     }

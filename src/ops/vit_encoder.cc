@@ -104,7 +104,24 @@ int64_t FloatRef::count() const {
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
+  // The attention bias rows of the image being run: row i (query i) at bias + i * bias_row
+  // (bias_row 0 when one row serves every query); nullptr when the plan has none.
+  const float* bias = nullptr;
+  int64_t bias_row = 0;
 };
+
+namespace {
+
+// The attention bias's layout: [B or 1, 1, T or 1, T].
+Status check_bias_shape(const std::vector<int64_t>& shape, int64_t batch, int64_t tokens) {
+  if (shape.size() == 4 && (shape[0] == 1 || shape[0] == batch) && shape[1] == 1 &&
+      (shape[2] == 1 || shape[2] == tokens) && shape[3] == tokens)
+    return Status::ok();
+  return invalid_argument(str_cat("attention bias has shape ", shape_string(shape), "; expected [",
+                                  batch, " or 1, 1, ", tokens, " or 1, ", tokens, "]"));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const VitEncoderSpec& spec,
                                                        std::shared_ptr<Device> device,
@@ -118,6 +135,7 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   plan->logger_ = std::move(logger);
   plan->hidden_ = spec.hidden;
   plan->heads_ = spec.heads;
+  plan->attention_bias_input_ = spec.attention_bias_input;
   plan->from_pixels_ = spec.from_pixels;
   plan->scratch_ = std::make_unique<Scratch>();
   const int64_t d = spec.hidden;
@@ -375,6 +393,12 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
         check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
   }
 
+  const FloatInput* bias = nullptr;
+  if (attention_bias_input_ >= 0) {
+    bias = &side.at(static_cast<size_t>(attention_bias_input_));
+    NPUFLOW_RETURN_IF_ERROR(check_bias_shape(bias->shape, batch, tokens));
+  }
+
   std::lock_guard<std::mutex> lock(mutex_);
   Scratch& s = *scratch_;
   const int64_t tp = pad_rows(tokens);
@@ -400,6 +424,10 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       gw = (main.shape[3] - kernel_w_) / stride_w_ + 1;
     } else {
       image = main.data + b * tokens * hidden_;
+    }
+    if (bias) {
+      s.bias_row = bias->shape[2] == 1 ? 0 : tokens;
+      s.bias = bias->data + (bias->shape[0] == 1 ? 0 : b * bias->shape[2] * tokens);
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
@@ -484,12 +512,13 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
       const int64_t off = static_cast<int64_t>(head) * dh;
       for (int64_t i = 0; i < tokens; ++i) {
         const float* q = qkv + i * stride + off;
+        const float* bias = s.bias ? s.bias + i * s.bias_row : nullptr;
         float mx = -INFINITY;
         for (int64_t j = 0; j < tokens; ++j) {
           const float* kk = qkv + j * stride + d + off;
           float dot = 0;
           for (int64_t c = 0; c < dh; ++c) dot += q[c] * kk[c];
-          scores[j] = dot * L.scale;
+          scores[j] = bias ? dot * L.scale + bias[j] : dot * L.scale;
           mx = std::max(mx, scores[j]);
         }
         double sum = 0;

@@ -83,6 +83,10 @@ struct VitEncoderSpec {
   std::vector<EncoderLayerWeights> layers;
   std::vector<NormWeights> exit_norms;
   std::vector<EncoderExit> exits;
+  // An additive attention bias (a text encoder's padding mask, already as -inf/finfo.min or 0):
+  // the runtime input at this index, [B or 1, 1, T or 1, T], added to every layer's scaled
+  // scores before the softmax. -1: none.
+  int64_t attention_bias_input = -1;
 };
 
 // A runtime tensor handed in by the front end.
@@ -152,6 +156,7 @@ class VitEncoder {
   Dense patch_;
   int64_t channels_ = 0, kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1;
   SideOperand cls_spec_, pos_spec_;
+  int64_t attention_bias_input_ = -1;
   std::vector<float> cls_, pos_;  // constant side operands
   std::vector<int64_t> cls_shape_, pos_shape_;
   std::optional<Norm> pre_norm_;

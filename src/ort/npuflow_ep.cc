@@ -432,6 +432,15 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   }
   for (const NormRef& n : claim.exit_norms) spec.exit_norms.push_back(norm(n));
   for (const EncoderExitRef& e : claim.exits) spec.exits.push_back({e.stream_index, e.norm});
+  if (!claim.attention_bias.empty()) {
+    auto index = input_index(claim.attention_bias);
+    if (!index) {
+      return internal_error(
+          str_cat("'", claim.attention_bias, "' (the attention bias) is not a fused node input"));
+    }
+    spec.attention_bias_input = static_cast<int64_t>(binding.side_inputs.size());
+    binding.side_inputs.push_back(*index);
+  }
   NPUFLOW_RETURN_IF_ERROR(failed);
   for (size_t i = 0; i < output_count; ++i) {
     const char* n = nullptr;

@@ -123,6 +123,25 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   local.push_back(softmax);
   float scale = 1.0f;
   ValueId s = g_.node(softmax).input(0);
+  // An additive bias right before the Softmax (a text encoder's padding mask), when it is a
+  // runtime value of the layout [B or 1, 1, T or 1, T] computed outside the attention.
+  ValueId bias = kNoValue;
+  if (NodeId add = producer_is(s, "Add"); add != kNoNode) {
+    for (int side = 0; side < 2 && bias == kNoValue; ++side) {
+      const ValueId candidate = g_.node(add).input(static_cast<size_t>(side));
+      const ValueInfo& info = g_.value(candidate);
+      if (g_.is_constant(through_identity(candidate)) || info.type != ElementType::kFloat32 ||
+          !info.has_shape || info.shape.size() != 4 || info.shape[1] != 1)
+        continue;
+      ValueId scores = g_.node(add).input(static_cast<size_t>(1 - side));
+      for (NodeId p = producer(scores); is(p, "Mul") || is(p, "Div"); p = producer(scores))
+        scores = g_.node(p).input(0);
+      if (producer_is(scores, "MatMul") == kNoNode) continue;
+      bias = candidate;
+      s = g_.node(add).input(static_cast<size_t>(1 - side));
+      local.push_back(add);
+    }
+  }
   for (int guard = 0; guard < 4; ++guard) {
     const NodeId p = producer(s);
     if (is(p, "Add")) {
@@ -332,6 +351,7 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     return std::nullopt;
   }
   att.fused = fused;
+  att.bias = bias;
   used.insert(used.end(), local.begin(), local.end());
   return att;
 }

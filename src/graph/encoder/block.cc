@@ -49,6 +49,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.v = att->v;
     L.fused_qkv = att->fused;
     L.attention_scale = att->scale;
+    if (att->bias != kNoValue) L.attention_bias = name(att->bias);
     heads_ = att->heads;
     heads_source_ = att->heads_source;
     const int64_t d = att->d;
@@ -200,6 +201,14 @@ bool Matcher::stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, 
     h = *next;
     stream.push_back(h);
   }
+  // One padding mask serves every layer (the plan adds the same bias in each).
+  for (const EncoderLayerRef& l : enc.layers) {
+    if (l.attention_bias != enc.layers[0].attention_bias) {
+      why = {"attention_mask", "the layers add different attention biases to their scores"};
+      return false;
+    }
+  }
+  enc.attention_bias = enc.layers[0].attention_bias;
   enc.hidden = hidden_;
   enc.heads = heads_;
   enc.heads_source = heads_source_;

@@ -61,6 +61,25 @@ ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptio
       result.refusals.push_back({id, node.name, why.reason, why.detail});
     }
   }
+  // Text encoders, from their token embedding.
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto id = static_cast<NodeId>(i);
+    if (!encoder::is_token_embedding(graph, id)) continue;
+    result.candidates++;
+    const NodeInfo& node = graph.node(id);
+    if (!options.enabled) {
+      result.refusals.push_back({id, node.name, "disabled_by_knob", "NPUFLOW_VISION=0"});
+      continue;
+    }
+    encoder::Matcher matcher(graph, options);
+    encoder::Fail why;
+    if (auto claim = matcher.run_text(id, why)) {
+      claim->work = encoder::encoder_work(graph, claim->encoder);
+      result.claims.push_back(std::move(*claim));
+    } else {
+      result.refusals.push_back({id, node.name, why.reason, why.detail});
+    }
+  }
   return result;
 }
 

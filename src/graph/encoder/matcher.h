@@ -61,7 +61,8 @@ struct Attention {
   int64_t heads = 0;
   std::string heads_source;
   float scale = 1.0f;
-  bool fused = false;  // q, k, v are column blocks of one projection
+  bool fused = false;       // q, k, v are column blocks of one projection
+  ValueId bias = kNoValue;  // added to the scaled scores (a padding mask), or none
 };
 
 // What the embedding found: the stream value the first block reads (before an optional
@@ -93,6 +94,10 @@ class Matcher : public CanonicalGraph {
   std::optional<Claim> run(NodeId conv_id, Fail& why, bool from_pixels);
 
   bool embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out, Fail& why) const;
+  // A text encoder (BERT-style) from its token-embedding Gather: the blocks from the embedding
+  // LayerNorm's output on, with a padding mask; the embedding itself stays on the CPU EP.
+  std::optional<Claim> run_text(NodeId gather, Fail& why);
+  std::optional<ValueId> text_stream(NodeId gather, Fail& why) const;
   // The blocks along the stream from `embedding`, after an optional pre-encoder LayerNorm.
   bool stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, Stack& out,
              Fail& why) const;
@@ -136,6 +141,10 @@ class Matcher : public CanonicalGraph {
   mutable int64_t hidden_ = 0;
   mutable std::pair<ValueId, NormRef> last_norm1_{kNoValue, {}};
 };
+
+// A Gather of rows of a 2-D float constant by integer ids that are a graph input: a text
+// encoder's token embedding.
+bool is_token_embedding(const GraphView& g, NodeId n);
 
 // Which family a claimed encoder is, from its discriminators (LayerScale, taps, pre-norm,
 // activation, class token).
