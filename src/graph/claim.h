@@ -61,7 +61,8 @@ struct EncoderLayerRef {
   bool fused_qkv = false;  // q, k and v are the three column blocks of one projection
   std::string layer_scale1, layer_scale2;  // "" when there is none
   float attention_scale = 1.0f;
-  std::string attention_bias;  // the runtime value added to the scaled scores, "" for none
+  std::string attention_bias;        // the runtime value added to the scaled scores, "" for none
+  bool softmax_nan_to_zero = false;  // Where(IsNaN(P), 0, P): a fully masked row gives zeros
   EncoderActivation activation = EncoderActivation::kGeluErf;
 };
 // A class token or position embedding: a constant (possibly gathered from a constant table by

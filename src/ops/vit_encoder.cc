@@ -104,21 +104,28 @@ int64_t FloatRef::count() const {
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
-  // The attention bias rows of the image being run: row i (query i) at bias + i * bias_row
-  // (bias_row 0 when one row serves every query); nullptr when the plan has none.
+  // The attention bias of the image being run, broadcast over [heads, T, T]: the score of head h,
+  // query i, key j gets bias[h * bias_head + i * bias_row + j * bias_col] (a stride is 0 where the
+  // bias has a dimension of 1); nullptr when the plan has none.
   const float* bias = nullptr;
-  int64_t bias_row = 0;
+  int64_t bias_head = 0, bias_row = 0, bias_col = 0;
 };
 
 namespace {
 
-// The attention bias's layout: [B or 1, 1, T or 1, T].
-Status check_bias_shape(const std::vector<int64_t>& shape, int64_t batch, int64_t tokens) {
-  if (shape.size() == 4 && (shape[0] == 1 || shape[0] == batch) && shape[1] == 1 &&
-      (shape[2] == 1 || shape[2] == tokens) && shape[3] == tokens)
-    return Status::ok();
-  return invalid_argument(str_cat("attention bias has shape ", shape_string(shape), "; expected [",
-                                  batch, " or 1, 1, ", tokens, " or 1, ", tokens, "]"));
+// The attention bias's shape as the scores [B, H, T, T] see it under ONNX broadcasting (aligned
+// right, missing leading dims 1); an error unless each dim is 1 or the scores'.
+Result<std::vector<int64_t>> bias_layout(const std::vector<int64_t>& shape, int64_t batch,
+                                         int64_t heads, int64_t tokens) {
+  const int64_t want[4] = {batch, heads, tokens, tokens};
+  std::vector<int64_t> aligned(4, 1);
+  bool ok = shape.size() <= 4;
+  for (size_t i = 0; ok && i < shape.size(); ++i) aligned[4 - shape.size() + i] = shape[i];
+  for (size_t i = 0; ok && i < 4; ++i) ok = aligned[i] == 1 || aligned[i] == want[i];
+  if (ok) return aligned;
+  return invalid_argument(str_cat("attention bias has shape ", shape_string(shape),
+                                  "; it does not broadcast to [", batch, ", ", heads, ", ", tokens,
+                                  ", ", tokens, "]"));
 }
 
 }  // namespace
@@ -270,6 +277,7 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     if (lw.layer_scale1) layer.ls1 = copy_of(*lw.layer_scale1);
     if (lw.layer_scale2) layer.ls2 = copy_of(*lw.layer_scale2);
     layer.scale = lw.attention_scale;
+    layer.nan_to_zero = lw.softmax_nan_to_zero;
     layer.activation = lw.activation;
     plan->layers_.push_back(std::move(layer));
   }
@@ -393,10 +401,14 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
         check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
   }
 
-  const FloatInput* bias = nullptr;
+  const float* bias = nullptr;
+  std::vector<int64_t> bs;  // the bias as [B|1, H|1, T|1, T|1]
   if (attention_bias_input_ >= 0) {
-    bias = &side.at(static_cast<size_t>(attention_bias_input_));
-    NPUFLOW_RETURN_IF_ERROR(check_bias_shape(bias->shape, batch, tokens));
+    const FloatInput& in = side.at(static_cast<size_t>(attention_bias_input_));
+    auto layout = bias_layout(in.shape, batch, heads_, tokens);
+    if (!layout.is_ok()) return layout.status();
+    bias = in.data;
+    bs = std::move(layout).value();
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -426,8 +438,10 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       image = main.data + b * tokens * hidden_;
     }
     if (bias) {
-      s.bias_row = bias->shape[2] == 1 ? 0 : tokens;
-      s.bias = bias->data + (bias->shape[0] == 1 ? 0 : b * bias->shape[2] * tokens);
+      s.bias_col = bs[3] == 1 ? 0 : 1;
+      s.bias_row = bs[2] == 1 ? 0 : bs[3];
+      s.bias_head = bs[1] == 1 ? 0 : bs[2] * bs[3];
+      s.bias = bias + (bs[0] == 1 ? 0 : b * bs[1] * bs[2] * bs[3]);
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
@@ -512,13 +526,14 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
       const int64_t off = static_cast<int64_t>(head) * dh;
       for (int64_t i = 0; i < tokens; ++i) {
         const float* q = qkv + i * stride + off;
-        const float* bias = s.bias ? s.bias + i * s.bias_row : nullptr;
+        const float* bias =
+            s.bias ? s.bias + static_cast<int64_t>(head) * s.bias_head + i * s.bias_row : nullptr;
         float mx = -INFINITY;
         for (int64_t j = 0; j < tokens; ++j) {
           const float* kk = qkv + j * stride + d + off;
           float dot = 0;
           for (int64_t c = 0; c < dh; ++c) dot += q[c] * kk[c];
-          scores[j] = bias ? dot * L.scale + bias[j] : dot * L.scale;
+          scores[j] = bias ? dot * L.scale + bias[j * s.bias_col] : dot * L.scale;
           mx = std::max(mx, scores[j]);
         }
         double sum = 0;
@@ -530,7 +545,8 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
         float* out = ctx + i * d + off;
         std::fill(out, out + dh, 0.0f);
         for (int64_t j = 0; j < tokens; ++j) {
-          const float p = scores[j] * inv;
+          float p = scores[j] * inv;
+          if (L.nan_to_zero && std::isnan(p)) p = 0.0f;
           const float* vv = qkv + j * stride + 2 * d + off;
           for (int64_t c = 0; c < dh; ++c) out[c] += p * vv[c];
         }

@@ -51,6 +51,7 @@ struct EncoderLayerWeights {
   DenseWeights q, k, v, o, fc1, fc2;
   std::optional<FloatRef> layer_scale1, layer_scale2;  // LayerScale (DINOv2): per-channel gains
   float attention_scale = 1.0f;  // the product of every scale the exporter put on q, k or scores
+  bool softmax_nan_to_zero = false;  // NaN probabilities (a fully masked row) become 0
   EncoderActivation activation = EncoderActivation::kGeluErf;
 };
 
@@ -84,8 +85,8 @@ struct VitEncoderSpec {
   std::vector<NormWeights> exit_norms;
   std::vector<EncoderExit> exits;
   // An additive attention bias (a text encoder's padding mask, already as -inf/finfo.min or 0):
-  // the runtime input at this index, [B or 1, 1, T or 1, T], added to every layer's scaled
-  // scores before the softmax. -1: none.
+  // the runtime input at this index, broadcastable to [B, heads, T, T], added to every layer's
+  // scaled scores before the softmax. -1: none.
   int64_t attention_bias_input = -1;
 };
 
@@ -134,6 +135,7 @@ class VitEncoder {
     Dense o, fc1, fc2;
     std::vector<float> ls1, ls2;
     float scale = 1.0f;
+    bool nan_to_zero = false;
     EncoderActivation activation = EncoderActivation::kGeluErf;
   };
   struct Scratch;

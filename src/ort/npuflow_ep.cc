@@ -427,6 +427,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     w.layer_scale1 = opt(l.layer_scale1);
     w.layer_scale2 = opt(l.layer_scale2);
     w.attention_scale = l.attention_scale;
+    w.softmax_nan_to_zero = l.softmax_nan_to_zero;
     w.activation = l.activation;
     spec.layers.push_back(std::move(w));
   }

@@ -97,15 +97,32 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   local.push_back(pv);
   ValueId probs = g_.node(pv).input(0);
   const ValueId vh = g_.node(pv).input(1);
-  // softmax(..., dtype=float32).to(dtype) exports a Cast; eval-mode Dropout may stay.
-  for (int guard = 0; guard < 3; ++guard) {
+  // softmax(..., dtype=float32).to(dtype) exports a Cast; eval-mode Dropout may stay; SDPA
+  // decompositions zero a fully masked row's NaNs: Where(IsNaN(P), 0, P).
+  bool nan_to_zero = false;
+  for (int guard = 0; guard < 4; ++guard) {
     const NodeId p = producer(probs);
-    if (!(is(p, "Cast") || is(p, "Identity") || is(p, "Dropout")) ||
-        g_.value(g_.node(p).outputs[0]).type != ElementType::kFloat32 ||
-        non_shape_consumers(probs).size() != 1)
+    if (non_shape_consumers(probs).size() != 1 || p == kNoNode ||
+        g_.value(g_.node(p).outputs[0]).type != ElementType::kFloat32)
       break;
+    const NodeInfo& node = g_.node(p);
+    if (is(p, "Where") && !nan_to_zero) {
+      const NodeId isnan = producer_is(node.input(0), "IsNaN");
+      Used zero;
+      const auto fill = scalar(node.input(1), zero);
+      if (isnan == kNoNode || g_.node(isnan).input(0) != node.input(2) || !fill || *fill != 0.0f ||
+          non_shape_consumers(node.input(0)).size() != 1)
+        break;
+      nan_to_zero = true;
+      local.insert(local.end(), zero.begin(), zero.end());
+      local.push_back(isnan);
+      local.push_back(p);
+      probs = node.input(2);
+      continue;
+    }
+    if (!(is(p, "Cast") || is(p, "Identity") || is(p, "Dropout"))) break;
     local.push_back(p);
-    probs = g_.node(p).input(0);
+    probs = node.input(0);
   }
   const NodeId softmax = producer_is(probs, "Softmax");
   if (softmax == kNoNode) {
@@ -124,14 +141,15 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   float scale = 1.0f;
   ValueId s = g_.node(softmax).input(0);
   // An additive bias right before the Softmax (a text encoder's padding mask), when it is a
-  // runtime value of the layout [B or 1, 1, T or 1, T] computed outside the attention.
+  // runtime value computed outside the attention that broadcasts to the scores [B, H, T, T]
+  // (the plan aligns its dims at run time, as ONNX broadcasting does).
   ValueId bias = kNoValue;
   if (NodeId add = producer_is(s, "Add"); add != kNoNode) {
     for (int side = 0; side < 2 && bias == kNoValue; ++side) {
       const ValueId candidate = g_.node(add).input(static_cast<size_t>(side));
-      const ValueInfo& info = g_.value(candidate);
-      if (g_.is_constant(through_identity(candidate)) || info.type != ElementType::kFloat32 ||
-          !info.has_shape || info.shape.size() != 4 || info.shape[1] != 1)
+      const auto dims = static_shape(candidate);
+      if (g_.is_constant(through_identity(candidate)) ||
+          g_.value(candidate).type != ElementType::kFloat32 || (dims && dims->size() > 4))
         continue;
       ValueId scores = g_.node(add).input(static_cast<size_t>(1 - side));
       for (NodeId p = producer(scores); is(p, "Mul") || is(p, "Div"); p = producer(scores))
@@ -352,6 +370,7 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   }
   att.fused = fused;
   att.bias = bias;
+  att.nan_to_zero = nan_to_zero;
   used.insert(used.end(), local.begin(), local.end());
   return att;
 }

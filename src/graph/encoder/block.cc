@@ -50,6 +50,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.fused_qkv = att->fused;
     L.attention_scale = att->scale;
     if (att->bias != kNoValue) L.attention_bias = name(att->bias);
+    L.softmax_nan_to_zero = att->nan_to_zero;
     heads_ = att->heads;
     heads_source_ = att->heads_source;
     const int64_t d = att->d;

@@ -50,17 +50,31 @@ std::optional<float> CanonicalGraph::scalar(ValueId v, Used& used) const {
   const NodeId p = producer(v);
   if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
   const NodeInfo& node = g_.node(p);
-  if (node.op_type != "Sqrt" && node.op_type != "Reciprocal" && node.op_type != "Cast" &&
-      node.op_type != "Identity") {
-    return std::nullopt;
+  const std::string& op = node.op_type;
+  // A head dim read from a shape (Cast(Slice(Shape(q)))): what exporters compute 1/sqrt(dh) from.
+  if (op == "Cast" && g_.value(v).type == ElementType::kFloat32) {
+    if (auto dims = shape_values(node.input(0)); dims && dims->size() == 1 && (*dims)[0] > 0) {
+      used.push_back(p);
+      return static_cast<float>((*dims)[0]);
+    }
   }
+  if (op == "Div" || op == "Mul") {
+    Used inner;
+    auto a = scalar(node.input(0), inner);
+    auto b = a ? scalar(node.input(1), inner) : std::nullopt;
+    if (!a || !b) return std::nullopt;
+    used.insert(used.end(), inner.begin(), inner.end());
+    used.push_back(p);
+    return op == "Div" ? *a / *b : *a * *b;
+  }
+  if (op != "Sqrt" && op != "Reciprocal" && op != "Cast" && op != "Identity") return std::nullopt;
   Used inner;
   auto x = scalar(node.input(0), inner);
   if (!x) return std::nullopt;
   used.insert(used.end(), inner.begin(), inner.end());
   used.push_back(p);
-  if (node.op_type == "Sqrt") return std::sqrt(*x);
-  if (node.op_type == "Reciprocal") return 1.0f / *x;
+  if (op == "Sqrt") return std::sqrt(*x);
+  if (op == "Reciprocal") return 1.0f / *x;
   return *x;
 }
 
@@ -95,16 +109,15 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
   const NodeInfo& node = g_.node(p);
   const std::string& op = node.op_type;
   if (op == "Shape") {
-    const ValueInfo& x = g_.value(node.input(0));
     std::vector<int64_t> dims;
     if (auto it = env ? env->find(node.input(0)) : ShapeEnv::const_iterator{};
         env && it != env->end()) {
       dims = it->second;
     } else {
-      if (!x.has_shape) return std::nullopt;
-      dims = x.shape;  // unknown dims stay -1 (a Reshape infers one)
+      auto known = static_shape(node.input(0));
+      if (!known) return std::nullopt;
+      dims = *known;  // unknown dims stay -1 (a Reshape infers one)
       if (!dims.empty() && dims[0] < 0) dims[0] = 1;
-      for (int64_t& d : dims) d = d < 0 ? -1 : d;
     }
     const auto rank = static_cast<int64_t>(dims.size());
     int64_t start = node.int_attribute("start", 0), end = node.int_attribute("end", rank);
@@ -155,6 +168,55 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
     return out;
   }
   return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> CanonicalGraph::static_shape(ValueId v, int depth) const {
+  const ValueInfo& info = g_.value(v);
+  std::optional<std::vector<int64_t>> dims;
+  if (info.has_shape) {
+    dims = info.shape;
+    for (int64_t& d : *dims) d = d < 0 ? -1 : d;
+    if (std::find(dims->begin(), dims->end(), -1) == dims->end()) return dims;
+  }
+  // Fill unknown dims from the producer: a Transpose permutes its input's, a Reshape has its
+  // target's (where the target is computed), elementwise and Cast ops keep their first input's.
+  const NodeId p = producer(v);
+  if (depth > 8 || p == kNoNode || !is_standard_domain(g_.node(p))) return dims;
+  const NodeInfo& node = g_.node(p);
+  std::optional<std::vector<int64_t>> derived;
+  if (node.op_type == "Transpose") {
+    auto in = static_shape(node.input(0), depth + 1);
+    auto perm = perm_of(node);
+    if (in && perm && perm->size() == in->size()) {
+      derived.emplace();
+      for (int64_t axis : *perm) {
+        if (axis < 0 || axis >= static_cast<int64_t>(in->size())) return dims;
+        derived->push_back((*in)[static_cast<size_t>(axis)]);
+      }
+    }
+  } else if (node.op_type == "Reshape") {
+    derived = shape_values(node.input(1));
+    if (derived)
+      for (int64_t& d : *derived) d = d <= 0 ? -1 : d;
+  } else if (node.op_type == "Expand") {
+    derived = shape_values(node.input(1));
+    if (derived)
+      for (int64_t& d : *derived) d = d <= 1 ? -1 : d;  // 1 broadcasts: the input's dim decides
+  } else if (node.op_type == "Where") {
+    for (size_t i = 0; i < 3 && !derived; ++i) {
+      auto in = static_shape(node.input(i), depth + 1);
+      if (in && !in->empty()) derived = in;
+    }
+  } else if (node.op_type == "Cast" || node.op_type == "Identity" || node.op_type == "Mul" ||
+             node.op_type == "Div" || node.op_type == "Add" || node.op_type == "Sub") {
+    derived = static_shape(node.input(0), depth + 1);
+  }
+  if (!derived) return dims;
+  if (!dims) return derived;
+  if (derived->size() != dims->size()) return dims;
+  for (size_t i = 0; i < dims->size(); ++i)
+    if ((*dims)[i] < 0) (*dims)[i] = (*derived)[i];
+  return dims;
 }
 
 std::optional<std::vector<int64_t>> CanonicalGraph::reshape_target(const NodeInfo& reshape,

@@ -53,6 +53,9 @@ class CanonicalGraph {
   // With `env`, a Shape of a value in it reads the replayed dims instead.
   std::optional<std::vector<int64_t>> shape_values(ValueId v, const ShapeEnv* env = nullptr,
                                                    int depth = 0) const;
+  // The dims of `v` (-1 where unknown), from shape inference completed through its producers
+  // (Transpose, a Reshape with a computed target, elementwise ops).
+  std::optional<std::vector<int64_t>> static_shape(ValueId v, int depth = 0) const;
   // The target shape of a Reshape: computed by shape_values, or the inferred output shape.
   std::optional<std::vector<int64_t>> reshape_target(const NodeInfo& reshape,
                                                      const ShapeEnv* env = nullptr) const;

@@ -61,8 +61,9 @@ struct Attention {
   int64_t heads = 0;
   std::string heads_source;
   float scale = 1.0f;
-  bool fused = false;       // q, k, v are column blocks of one projection
-  ValueId bias = kNoValue;  // added to the scaled scores (a padding mask), or none
+  bool fused = false;        // q, k, v are column blocks of one projection
+  ValueId bias = kNoValue;   // added to the scaled scores (a padding mask), or none
+  bool nan_to_zero = false;  // probabilities that are NaN (a fully masked row) become 0
 };
 
 // What the embedding found: the stream value the first block reads (before an optional
