@@ -25,12 +25,12 @@ SEED = 53  # chosen so that the slice has every exporter setting at least five t
 # The TorchScript exporter has no symbolic for the antialiased bicubic interpolation with which
 # Dinov2WithRegistersModel resizes its position embeddings: no such export exists to claim.
 EXPORTER_CANNOT = {("dinov2_registers", "torchscript")}
-PER_FAMILY = {family: 8 for family in matrix_spec.VISION_FAMILIES} | {"dinov2_registers": 4}
+PER_FAMILY = ({family: 8 for family in matrix_spec.VISION_FAMILIES} | {"dinov2_registers": 4} |
+              {family: 8 for family in matrix_spec.TEXT_FAMILIES})
 
 
 def first_of_each_family() -> list[int]:
-    """The first indices of SEED of each vision family (BERT joins when the text encoders are
-    claimed), leaving out what the exporter cannot export."""
+    """The first indices of SEED of each family, leaving out what the exporter cannot export."""
     picked = {family: [] for family in PER_FAMILY}
     for index in range(2000):
         entry = matrix_spec.spec(SEED, index)
@@ -63,7 +63,7 @@ def test_the_slice_covers_every_axis(matrix):
     assert not failed, failed
     assert len(records) >= 40
     values = lambda key: Counter(r[key] for r in records.values())  # noqa: E731
-    assert set(values("family")) == set(matrix_spec.VISION_FAMILIES)
+    assert set(values("family")) == set(matrix_spec.FAMILIES)
     assert set(values("label")) == {matrix_spec.exporter_label(*e) for e in matrix_spec.EXPORTERS}
     assert set(values("version")) == set(matrix_spec.VERSIONS)
     assert set(values("attn_implementation")) == {"eager", "sdpa"}
@@ -84,6 +84,6 @@ def test_generated_model_is_claimed_whole_and_within_the_gates(matrix, npuflow_d
     assert not result["failures"], (str(directory / record["file"]), result["failures"])
     assert result["claims"][0]["family"] in {record["family"],
                                              record["family"].replace("_registers", "")}
-    if record["encoder_only"]:
+    if record["encoder_only"] and record["family"] not in matrix_check.TEXT_FAMILIES:
         assert result["whole"]
 
