@@ -15,10 +15,15 @@ std::optional<Claim> Matcher::run(NodeId conv_id, Fail& why, bool from_pixels) {
   auto claimed = close_claim(emb, s, from_pixels, enc, why);
   if (!claimed || !constants_fit(enc, emb.tokens, why)) return std::nullopt;
   enc.family = encoder_family(enc);
+  return encoder_claim(g_.node(conv_id).name, *claimed, std::move(enc));
+}
+
+Claim encoder_claim(const std::string& anchor, const std::set<NodeId>& nodes,
+                    VisionEncoderClaim enc) {
   Claim claim;
   claim.kind = ClaimKind::kVisionEncoder;
-  claim.anchor_name = g_.node(conv_id).name;
-  claim.nodes.assign(claimed->begin(), claimed->end());
+  claim.anchor_name = anchor;
+  claim.nodes.assign(nodes.begin(), nodes.end());
   claim.encoder = std::move(enc);
   return claim;
 }

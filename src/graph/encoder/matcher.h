@@ -147,6 +147,10 @@ class Matcher : public CanonicalGraph {
 // encoder's token embedding.
 bool is_token_embedding(const GraphView& g, NodeId n);
 
+// The claim of a matched encoder: its anchor's name, its node set, its parameters.
+Claim encoder_claim(const std::string& anchor, const std::set<NodeId>& nodes,
+                    VisionEncoderClaim enc);
+
 // Which family a claimed encoder is, from its discriminators (LayerScale, taps, pre-norm,
 // activation, class token).
 std::string encoder_family(const VisionEncoderClaim& enc);

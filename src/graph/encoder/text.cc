@@ -57,12 +57,7 @@ std::optional<Claim> Matcher::run_text(NodeId gather, Fail& why) {
   enc.note =
       "the token embedding (Gather, position and type embeddings, LayerNorm) runs on the "
       "CPU EP";
-  Claim claim;
-  claim.kind = ClaimKind::kVisionEncoder;
-  claim.anchor_name = g_.node(gather).name;
-  claim.nodes.assign(claimed->begin(), claimed->end());
-  claim.encoder = std::move(enc);
-  return claim;
+  return encoder_claim(g_.node(gather).name, *claimed, std::move(enc));
 }
 
 }  // namespace npuflow::encoder
