@@ -124,6 +124,7 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     local.push_back(p);
     probs = node.input(0);
   }
+  probs = through_nan_guard(probs, local);
   const NodeId softmax = producer_is(probs, "Softmax");
   if (softmax == kNoNode) {
     why = {"attention_shape", "P @ V does not read a Softmax"};
@@ -163,8 +164,18 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   for (int guard = 0; guard < 4; ++guard) {
     const NodeId p = producer(s);
     if (is(p, "Add")) {
-      why = {"attention_mask", "the attention scores get an additive mask the plan cannot honour"};
-      return std::nullopt;
+      const NodeInfo& add = g_.node(p);
+      Used mask;
+      const int zero = zero_mask(add.input(1), mask) ? 1 : zero_mask(add.input(0), mask) ? 0 : -1;
+      if (zero < 0) {
+        why = {"attention_mask",
+               "the attention scores get an additive mask the plan cannot honour"};
+        return std::nullopt;
+      }
+      local.insert(local.end(), mask.begin(), mask.end());
+      local.push_back(p);
+      s = add.input(1 - zero);
+      continue;
     }
     if (!is(p, "Mul") && !is(p, "Div")) break;
     const NodeInfo& node = g_.node(p);
