@@ -163,3 +163,41 @@ def test_register_near_misses_are_refused_and_run_unchanged(sessions, case, leve
             [d if isinstance(d, int) else 1 for d in extra.shape]).astype(np.float32)
     for ref, got in zip(sessions.cpu(path, level=level).run(None, feed), npu.run(None, feed)):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def with_an_all_true_mask(model):
+    """transformers 5.x exports of DINOv2 with registers: the scores get Where(mask, 0, -max) of
+    an all-true boolean mask, and SDPA guards fully masked rows with Where(IsNaN(P), 0, P)."""
+    graph = model.graph
+    tokens = TOKENS + REGISTERS
+    graph.initializer.extend([
+        numpy_helper.from_array(np.ones((1, 1, tokens, tokens), bool), "keep_all"),
+        numpy_helper.from_array(np.array(0, np.float32), "mask_zero"),
+        numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "mask_min")])
+    for i, softmax in enumerate([n for n in graph.node if n.op_type == "Softmax"]):
+        scores, probs = softmax.input[0], softmax.output[0]
+        softmax.input[0], softmax.output[0] = f"masked{i}", f"raw_probs{i}"
+        at = list(graph.node).index(softmax)
+        graph.node.insert(at, helper.make_node("Where", ["keep_all", "mask_zero", "mask_min"],
+                                               [f"mask{i}"], name=f"mask{i}"))
+        graph.node.insert(at + 1, helper.make_node("Add", [scores, f"mask{i}"], [f"masked{i}"],
+                                                   name=f"add_mask{i}"))
+        graph.node.insert(at + 3, helper.make_node("IsNaN", [f"raw_probs{i}"], [f"nan{i}"],
+                                                   name=f"nan{i}"))
+        graph.node.insert(at + 4, helper.make_node("Where", [f"nan{i}", "mask_zero",
+                                                             f"raw_probs{i}"], [probs],
+                                                   name=f"nan_guard{i}"))
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("level", ["disable", "basic", "all"])
+def test_an_all_true_mask_and_the_nan_guard_are_claimed_as_no_mask(sessions, level):
+    path = sessions.save(with_an_all_true_mask(onnx.load(str(FIXTURES / ENCODER))))
+    npu, records = sessions.npuflow(path, level=level,
+                                    config={"session.disable_cpu_ep_fallback": "1"})
+    [claim] = vision_claims(records)
+    assert claim["attention_bias"] is False
+    feed = pixels(path)
+    assert_matches(sessions.cpu(path, level=level).run(None, feed)[0], npu.run(None, feed)[0],
+                   "host", f"all-true mask, {level}")

@@ -124,7 +124,6 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     local.push_back(p);
     probs = node.input(0);
   }
-  probs = through_nan_guard(probs, local);
   const NodeId softmax = producer_is(probs, "Softmax");
   if (softmax == kNoNode) {
     why = {"attention_shape", "P @ V does not read a Softmax"};
@@ -149,7 +148,8 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     for (int side = 0; side < 2 && bias == kNoValue; ++side) {
       const ValueId candidate = g_.node(add).input(static_cast<size_t>(side));
       const auto dims = static_shape(candidate);
-      if (g_.is_constant(through_identity(candidate)) ||
+      Used zero;  // a mask that is zero everywhere is no bias: claimed below, not an input
+      if (g_.is_constant(through_identity(candidate)) || zero_mask(candidate, zero) ||
           g_.value(candidate).type != ElementType::kFloat32 || (dims && dims->size() > 4))
         continue;
       ValueId scores = g_.node(add).input(static_cast<size_t>(1 - side));

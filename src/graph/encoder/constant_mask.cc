@@ -1,6 +1,6 @@
 // Attention masks that change nothing: exporters write an all-true boolean mask (transformers'
-// eager and SDPA paths for a model without padding) as an additive Where(mask, 0, -max) and, for
-// SDPA, guard fully masked rows with Where(IsNaN(P), 0, P). Both are the identity here.
+// eager and SDPA paths for a model without padding) as an additive Where(mask, 0, -max), which ORT
+// folds into an all-zero constant at ENABLE_BASIC and above.
 #include <algorithm>
 
 #include "graph/encoder/canonical.h"
@@ -42,24 +42,6 @@ bool CanonicalGraph::zero_mask(ValueId mask, Used& used) const {
   if (condition < 0 || !zero_float_constant(where.input(condition == 1 ? 1 : 2))) return false;
   used.push_back(p);
   return true;
-}
-
-ValueId CanonicalGraph::through_nan_guard(ValueId probs, Used& used) const {
-  const NodeId where = producer(probs);
-  if (!is(where, "Where")) return probs;
-  const NodeInfo& node = g_.node(where);
-  const ValueId p = node.input(2);
-  const NodeId isnan = producer(node.input(0));
-  if (!is(isnan, "IsNaN") || g_.node(isnan).input(0) != p || !zero_float_constant(node.input(1)))
-    return probs;
-  std::vector<NodeId> readers = non_shape_consumers(p);
-  std::sort(readers.begin(), readers.end());
-  if (readers != std::vector<NodeId>{std::min(where, isnan), std::max(where, isnan)} ||
-      non_shape_consumers(node.input(0)).size() != 1)
-    return probs;
-  used.push_back(isnan);
-  used.push_back(where);
-  return p;
 }
 
 }  // namespace npuflow::encoder
