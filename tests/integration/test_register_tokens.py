@@ -38,7 +38,7 @@ def test_the_claim_reports_the_registers_and_where_they_go(sessions, model, leve
     assert claim["register_position"] == (1 if with_registers else 0)
 
 
-def test_explain_says_how_many_registers_and_where(tmp_path):
+def test_explain_says_how_many_registers_and_where():
     out = subprocess.run([str(CLI), "explain", str(FIXTURES / ENCODER)], capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert "1 of 1 vision encoders claimed" in out

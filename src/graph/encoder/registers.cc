@@ -48,7 +48,7 @@ bool Matcher::registers(ValueId& embedded, int64_t hidden, VisionEncoderClaim& e
 
   // Which tokens each selected piece holds, replayed on an index tensor of the embedding; a
   // symbolic token count is replayed at two sizes, which must agree on the insert position.
-  const int64_t known_tokens = in.shape[1];
+  const int64_t known_tokens = in.has_shape ? in.shape[1] : -1;
   const std::vector<int64_t> sizes =
       known_tokens > 0 ? std::vector<int64_t>{known_tokens} : std::vector<int64_t>{61, 97};
   int64_t position = -1;
