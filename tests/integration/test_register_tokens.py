@@ -71,6 +71,13 @@ def replace_insert(graph: onnx.GraphProto, pieces, axis=1):
         begin, end, slice_axis = piece
         names = [f"piece{i}_{k}" for k in ("begin", "end", "axis")]
         for name, value in zip(names, (begin, end, slice_axis)):
+            if value == "shape":  # the end read from the embedding's shape, as TorchScript does
+                graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64),
+                                                                 f"piece{i}_dim"))
+                nodes += [helper.make_node("Shape", [embedding], [f"piece{i}_shape"]),
+                          helper.make_node("Gather", [f"piece{i}_shape", f"piece{i}_dim"],
+                                           [name], axis=0)]
+                continue
             graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
         nodes.append(helper.make_node("Slice", [embedding] + names, [f"piece{i}"],
                                       name=f"piece{i}"))
@@ -81,10 +88,10 @@ def replace_insert(graph: onnx.GraphProto, pieces, axis=1):
         graph.node.insert(at + offset, node)
 
 
-def inserted_at(position: int) -> onnx.ModelProto:
+def inserted_at(position: int, end=np.iinfo(np.int64).max) -> onnx.ModelProto:
     model = onnx.load(str(FIXTURES / ENCODER))
     pieces = ([(0, position, 1)] if position > 0 else []) + ["registers"]
-    pieces += [(position, np.iinfo(np.int64).max, 1)] if position < TOKENS else []
+    pieces += [(position, end, 1)] if position < TOKENS else []
     replace_insert(model.graph, pieces)
     onnx.checker.check_model(model)
     return model
@@ -103,6 +110,17 @@ def test_registers_inserted_elsewhere_are_claimed_and_match(sessions, position, 
     got = npu.run(None, feed)[0]
     assert got.shape == (1, TOKENS + REGISTERS, HIDDEN)
     assert_matches(ref, got, "host", f"registers at {position}, {level}")
+
+
+@pytest.mark.parametrize("level", ["disable", "basic"])
+def test_a_slice_that_ends_at_the_token_count_read_from_the_shape(sessions, level):
+    path = sessions.save(inserted_at(2, end="shape"))
+    npu, records = sessions.npuflow(path, level=level)
+    [claim] = vision_claims(records)
+    assert claim["registers"] == REGISTERS and claim["register_position"] == 2
+    feed = pixels(path)
+    assert_matches(sessions.cpu(path, level=level).run(None, feed)[0], npu.run(None, feed)[0],
+                   "host", f"shape-derived end, {level}")
 
 
 def test_registers_inserted_elsewhere_on_the_simulator(sessions, capfd):
