@@ -24,6 +24,10 @@ void print_encoders(const JsonValue& graph) {
                 static_cast<int>(claim["hidden"].number()),
                 static_cast<int>(claim["heads"].number()), claim["exits"].array().size(),
                 claim["nodes"].array().size(), claim["note"].string().c_str());
+    if (const int registers = static_cast<int>(claim["registers"].number()); registers > 0) {
+      std::printf("  %-28s registers: %d after token %d\n", "", registers,
+                  static_cast<int>(claim["register_position"].number()));
+    }
   }
 }
 

@@ -88,6 +88,11 @@ struct VisionEncoderClaim {
   std::string patch_weight, patch_bias;
   int64_t stride_h = 1, stride_w = 1;
   SideRef cls, pos;
+  // Register tokens (DINOv2 with registers): register_count constant rows inserted after the
+  // first register_position tokens of the embedding, after the position embedding.
+  SideRef registers;
+  int64_t register_position = 0;
+  int64_t register_count = 0;
   std::optional<NormRef> pre_norm;
   std::vector<EncoderLayerRef> layers;
   std::vector<NormRef> exit_norms;

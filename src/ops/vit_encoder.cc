@@ -254,6 +254,15 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
       plan->pos_ = copy_of(*spec.pos.constant);
       plan->pos_shape_ = spec.pos.constant->shape;
     }
+    if (spec.registers.present) {
+      if (!spec.registers.constant || spec.registers.constant->count() % d != 0 ||
+          spec.register_position < 0) {
+        return invalid_argument("register tokens must be constant rows of the hidden size");
+      }
+      plan->registers_ = copy_of(*spec.registers.constant);
+      plan->register_rows_ = spec.registers.constant->count() / d;
+      plan->register_position_ = spec.register_position;
+    }
   }
   if (spec.pre_norm) plan->pre_norm_ = norm(*spec.pre_norm);
   for (const EncoderLayerWeights& lw : spec.layers) {
@@ -319,7 +328,11 @@ Result<std::vector<int64_t>> VitEncoder::output_shape(const FloatInput& main,
     if (shape.size() < 2) return invalid_argument("class token has rank < 2");
     prefix = shape[shape.size() - 2];
   }
-  return std::vector<int64_t>{main.shape[0], prefix + gh * gw, hidden_};
+  if (register_position_ > prefix + gh * gw) {
+    return invalid_argument(
+        str_cat("register tokens go after token ", register_position_, " of ", prefix + gh * gw));
+  }
+  return std::vector<int64_t>{main.shape[0], prefix + gh * gw + register_rows_, hidden_};
 }
 
 Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
@@ -398,7 +411,7 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       pos_shape = in.shape;
     }
     NPUFLOW_RETURN_IF_ERROR(
-        check_side_shape("position embedding", pos_shape, tokens, hidden_, batch));
+        check_side_shape("position embedding", pos_shape, tokens - register_rows_, hidden_, batch));
   }
 
   const float* bias = nullptr;
@@ -445,9 +458,10 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
-    NPUFLOW_RETURN_IF_ERROR(run_one(
-        image, cls_b, pos_b, tokens, tokens - prefix, gw, from_pixels_ ? main.shape[1] : 0,
-        from_pixels_ ? main.shape[2] : 0, from_pixels_ ? main.shape[3] : 0, exits, b, s, context));
+    NPUFLOW_RETURN_IF_ERROR(run_one(image, cls_b, pos_b, tokens, tokens - prefix - register_rows_,
+                                    gw, from_pixels_ ? main.shape[1] : 0,
+                                    from_pixels_ ? main.shape[2] : 0,
+                                    from_pixels_ ? main.shape[3] : 0, exits, b, s, context));
   }
   return Status::ok();
 }
@@ -460,9 +474,11 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
   const int64_t d = hidden_;
   const int64_t tp = pad_rows(tokens);
   float* h = s.h.data();
-  const int64_t prefix = tokens - patch_rows;
+  const int64_t embedded = tokens - register_rows_;  // registers come with the pixels only
+  const int64_t prefix = embedded - patch_rows;
 
-  // Embedding: patches -> device matmul, then class token rows, then + position embedding.
+  // Embedding: patches -> device matmul, then class token rows, then + position embedding,
+  // then the register rows inserted.
   if (from_pixels_) {
     const int64_t k = patch_.k;
     const int64_t pp = pad_rows(patch_rows);
@@ -483,7 +499,13 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     std::memcpy(h + prefix * d, s.tmp.data(), static_cast<size_t>(patch_rows * d) * 4);
     if (prefix > 0) std::memcpy(h, cls, static_cast<size_t>(prefix * d) * 4);
     if (pos) {
-      for (int64_t i = 0; i < tokens * d; ++i) h[i] += pos[i];
+      for (int64_t i = 0; i < embedded * d; ++i) h[i] += pos[i];
+    }
+    if (register_rows_ > 0) {
+      float* at = h + register_position_ * d;
+      std::memmove(at + register_rows_ * d, at,
+                   static_cast<size_t>((embedded - register_position_) * d) * 4);
+      std::memcpy(at, registers_.data(), registers_.size() * 4);
     }
   } else {
     std::memcpy(h, main, static_cast<size_t>(tokens * d) * 4);

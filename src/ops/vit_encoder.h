@@ -81,6 +81,10 @@ struct VitEncoderSpec {
   SideOperand cls;                      // [.., n_prefix, D] tokens before the patches
   SideOperand pos;                      // [.., T, D] added after the concat
   std::optional<NormWeights> pre_norm;  // CLIP's pre-encoder LayerNorm
+  // Register tokens: constant [.., R, D] rows inserted after the first register_position tokens,
+  // after the position embedding (they have no position).
+  SideOperand registers;
+  int64_t register_position = 0;
   std::vector<EncoderLayerWeights> layers;
   std::vector<NormWeights> exit_norms;
   std::vector<EncoderExit> exits;
@@ -161,6 +165,8 @@ class VitEncoder {
   int64_t attention_bias_input_ = -1;
   std::vector<float> cls_, pos_;  // constant side operands
   std::vector<int64_t> cls_shape_, pos_shape_;
+  std::vector<float> registers_;  // register_rows_ x hidden_
+  int64_t register_rows_ = 0, register_position_ = 0;
   std::optional<Norm> pre_norm_;
   std::vector<Layer> layers_;
   std::vector<Norm> exit_norms_;

@@ -411,6 +411,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     spec.patch.stride_w = claim.stride_w;
     NPUFLOW_RETURN_IF_ERROR(side(claim.cls, spec.cls));
     NPUFLOW_RETURN_IF_ERROR(side(claim.pos, spec.pos));
+    NPUFLOW_RETURN_IF_ERROR(side(claim.registers, spec.registers));
+    spec.register_position = claim.register_position;
     if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
   }
   for (const EncoderLayerRef& l : claim.layers) {

@@ -151,6 +151,54 @@ TEST(VitEncoder, PreNormLayerScaleGeluTanh) { check(true, EncoderActivation::kGe
 TEST(VitEncoder, PostNormQuickGelu) { check(false, EncoderActivation::kQuickGelu, 6, false); }
 TEST(VitEncoder, AlignedTokenCount) { check(true, EncoderActivation::kQuickGelu, 16, true); }
 
+// The embedding alone (no layers, the exit is stream 0): patches, class token, position
+// embedding, then the register rows inserted after `position` tokens.
+void check_registers(int64_t position) {
+  std::mt19937 rng(11);
+  const int64_t d = 4, channels = 2, side = 2, patches = side * side, registers = 2;
+  const Tensor weight = random({d, channels, 1, 1}, rng, 1.0f), bias = random({d}, rng, 0.5f);
+  const Tensor cls = random({1, 1, d}, rng, 1.0f), pos = random({1, 1 + patches, d}, rng, 1.0f);
+  const Tensor regs = random({1, registers, d}, rng, 1.0f);
+  const Tensor image = random({1, channels, side, side}, rng, 1.0f);
+  VitEncoderSpec spec;
+  spec.hidden = d;
+  spec.heads = 1;
+  spec.patch = {weight.ref(), bias.ref(), 1, 1};
+  spec.cls = {true, cls.ref(), -1};
+  spec.pos = {true, pos.ref(), -1};
+  spec.registers = {true, regs.ref(), -1};
+  spec.register_position = position;
+  spec.exits = {{0, -1}};
+  auto plan = VitEncoder::create("registers", spec, std::make_shared<HostDevice>(DeviceOptions{}),
+                                 Logger());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const int64_t tokens = 1 + patches + registers;
+  auto shape = plan.value()->output_shape({image.data.data(), image.shape}, {});
+  ASSERT_TRUE(shape.is_ok());
+  EXPECT_EQ(shape.value(), (std::vector<int64_t>{1, tokens, d}));
+  std::vector<float> out(static_cast<size_t>(tokens * d), -7.0f);
+  ASSERT_TRUE(plan.value()
+                  ->run({image.data.data(), image.shape}, {}, {out.data()}, ExecContext{})
+                  .is_ok());
+
+  Mat embedded;  // (1 + patches) x d
+  for (int64_t t = 0; t <= patches; ++t)
+    for (int64_t c = 0; c < d; ++c) {
+      double x = t == 0 ? cls.data[c] : bias.data[c];
+      for (int64_t ch = 0; t > 0 && ch < channels; ++ch)
+        x += double(weight.data[c * channels + ch]) * image.data[ch * patches + (t - 1)];
+      embedded.push_back(static_cast<float>(x + pos.data[t * d + c]));
+    }
+  Mat want(embedded.begin(), embedded.begin() + position * d);
+  want.insert(want.end(), regs.data.begin(), regs.data.end());
+  want.insert(want.end(), embedded.begin() + position * d, embedded.end());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-5) << i;
+}
+
+TEST(VitEncoder, RegistersAfterTheClassToken) { check_registers(1); }
+TEST(VitEncoder, RegistersFirst) { check_registers(0); }
+TEST(VitEncoder, RegistersLast) { check_registers(5); }
+
 TEST(VitEncoder, RefusesHeadsThatDoNotDivideTheWidth) {
   VitEncoderSpec spec;
   spec.hidden = 30;

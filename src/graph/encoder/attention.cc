@@ -148,7 +148,8 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     for (int side = 0; side < 2 && bias == kNoValue; ++side) {
       const ValueId candidate = g_.node(add).input(static_cast<size_t>(side));
       const auto dims = static_shape(candidate);
-      if (g_.is_constant(through_identity(candidate)) ||
+      Used zero;  // a mask that is zero everywhere is no bias: claimed below, not an input
+      if (g_.is_constant(through_identity(candidate)) || zero_mask(candidate, zero) ||
           g_.value(candidate).type != ElementType::kFloat32 || (dims && dims->size() > 4))
         continue;
       ValueId scores = g_.node(add).input(static_cast<size_t>(1 - side));
@@ -163,8 +164,18 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   for (int guard = 0; guard < 4; ++guard) {
     const NodeId p = producer(s);
     if (is(p, "Add")) {
-      why = {"attention_mask", "the attention scores get an additive mask the plan cannot honour"};
-      return std::nullopt;
+      const NodeInfo& add = g_.node(p);
+      Used mask;
+      const int zero = zero_mask(add.input(1), mask) ? 1 : zero_mask(add.input(0), mask) ? 0 : -1;
+      if (zero < 0) {
+        why = {"attention_mask",
+               "the attention scores get an additive mask the plan cannot honour"};
+        return std::nullopt;
+      }
+      local.insert(local.end(), mask.begin(), mask.end());
+      local.push_back(p);
+      s = add.input(1 - zero);
+      continue;
     }
     if (!is(p, "Mul") && !is(p, "Div")) break;
     const NodeInfo& node = g_.node(p);

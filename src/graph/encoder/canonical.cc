@@ -286,8 +286,9 @@ bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops, int 
       for (int i = 0; i < split_output; ++i) start += sizes[static_cast<size_t>(i)];
       if (!t.select(axis, start, sizes[static_cast<size_t>(split_output)], false)) return false;
     } else if (node.op_type == "Slice") {
-      auto starts = int_constant(node.input(1));
-      auto ends = int_constant(node.input(2));
+      // Bounds may be computed from shapes (a TorchScript `x[:, 1:]` ends at Shape(x)[1]).
+      auto starts = shape_values(node.input(1), env);
+      auto ends = shape_values(node.input(2), env);
       if (!starts || !ends || starts->size() != ends->size()) return false;
       std::vector<int64_t> axes;
       if (node.input(3) != kNoValue) {

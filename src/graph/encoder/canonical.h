@@ -61,6 +61,12 @@ class CanonicalGraph {
                                                      const ShapeEnv* env = nullptr) const;
   std::optional<std::vector<int64_t>> perm_of(const NodeInfo& node) const;
 
+  // Attention masks that change nothing (constant_mask.cc): an all-zero float constant, and an
+  // additive mask that is zero (that, or Where of an all-true/all-false constant condition picking
+  // zeros; the Where joins `used`).
+  bool zero_float_constant(ValueId v) const;
+  bool zero_mask(ValueId mask, Used& used) const;
+
   std::vector<NodeId> non_shape_consumers(ValueId v) const;
   // Shape arithmetic (no float output), or an Identity of a constant: the plan needs neither.
   bool is_shape_node(NodeId n) const;

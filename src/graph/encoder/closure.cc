@@ -100,6 +100,8 @@ std::optional<std::set<NodeId>> Matcher::close_claim(const Embedding& emb, const
     enc.pre_norm.reset();
     enc.cls = {};
     enc.pos = {};
+    enc.registers = {};
+    enc.register_position = enc.register_count = 0;
     enc.patch_weight.clear();
     enc.patch_bias.clear();
     enc.note =

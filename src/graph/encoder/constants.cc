@@ -49,6 +49,10 @@ bool Matcher::constants_fit(const VisionEncoderClaim& enc, int64_t tokens, Fail&
   }
   if (!enc.from_pixels) return true;
   if (!vector_of(enc.patch_bias, d, "the patch embedding bias")) return false;
+  // The kernel copies the same register rows into every image.
+  if (enc.registers.present && enc.registers.gather_indices.empty() &&
+      !vector_of(enc.registers.constant, enc.register_count * d, "the register tokens"))
+    return false;
   for (const SideRef* side : {&enc.cls, &enc.pos}) {
     if (!side->present || side->constant.empty()) continue;
     const ValueId table = g_.find_value(side->constant);
@@ -65,9 +69,11 @@ bool Matcher::constants_fit(const VisionEncoderClaim& enc, int64_t tokens, Fail&
         side->gather_indices.empty()
             ? (shape.size() >= 2 ? shape[shape.size() - 2] : 1)
             : element_count(g_.value(g_.find_value(side->gather_indices)).shape);
-    if (side == &enc.pos && tokens > 0 && rows_given != tokens) {
+    // Register tokens are inserted after the position embedding: it has no rows for them.
+    const int64_t embedded = tokens - enc.register_count;
+    if (side == &enc.pos && tokens > 0 && rows_given != embedded) {
       why = {"constant_shape", str_cat(what, " '", side->constant, "' has ", rows_given,
-                                       " rows for ", tokens, " tokens")};
+                                       " rows for ", embedded, " tokens")};
       return false;
     }
     if (side->gather_indices.empty()) continue;

@@ -147,6 +147,7 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
     used.push_back(a);
     v = add.outputs[0];
   }
+  if (!registers(v, d, enc, used, why)) return false;
   out.value = v;
   const ValueInfo& emb = g_.value(v);
   out.tokens = emb.has_shape && emb.shape.size() == 3 ? emb.shape[1] : -1;

@@ -4,6 +4,7 @@
 //   attention.cc   softmax(Q K^T s) V over heads, proven by index replay of the head split/merge
 //   block.cc       one pre- or post-LN transformer block along the residual stream
 //   embedding.cc   the patch embedding, class token and position embedding
+//   registers.cc   register tokens inserted among the embedded tokens
 //   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
 //   family.cc      which family the claim is, and the GEMMs it runs (for `plan`)
 //   driver.cc      the loop over candidate anchors
@@ -99,6 +100,10 @@ class Matcher : public CanonicalGraph {
   // LayerNorm's output on, with a padding mask; the embedding itself stays on the CPU EP.
   std::optional<Claim> run_text(NodeId gather, Fail& why);
   std::optional<ValueId> text_stream(NodeId gather, Fail& why) const;
+  // Register tokens: a token-axis Concat of the `embedded` tokens [0, P), R constant rows and
+  // tokens [P, T). Advances `embedded` past it; true with nothing found when there is none.
+  bool registers(ValueId& embedded, int64_t hidden, VisionEncoderClaim& enc, Used& used,
+                 Fail& why) const;
   // The blocks along the stream from `embedding`, after an optional pre-encoder LayerNorm.
   bool stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, Stack& out,
              Fail& why) const;
