@@ -1,0 +1,162 @@
+// The encoder matcher's driver on whole hand-built encoders: a pixel encoder from its patch
+// embedding Conv and a BERT-style text encoder from its token embedding Gather.
+#include "graph/encoder_matcher.h"
+
+#include <gtest/gtest.h>
+
+#include "encoder_test_graph.h"
+
+namespace npuflow::encoder_test {
+namespace {
+
+constexpr int64_t kHidden = 8;
+
+struct PixelSpec {
+  int64_t heads = 2;
+  BlockSpec block;
+  int64_t norm_gamma_count = 0;  // the exit LayerNorm's gamma size (0: hidden)
+  bool channel_major = false;    // near miss: the grid reshaped to [1, P, D] without a Transpose
+};
+
+// pixels [1,3,8,8] -> Conv 4x4/4 -> [1,D,2,2] -> Reshape [1,D,4] -> Transpose -> [1,4,D]
+// -> Concat class token -> Add position embedding -> one block -> LayerNorm -> output.
+void pixel_encoder(TestGraph& g, const PixelSpec& s) {
+  const int64_t d = kHidden, t = 5;
+  const ValueId pixels = g.input({1, 3, 8, 8}, ElementType::kFloat32, "pixels");
+  const ValueId conv = g.op("Conv", {pixels, g.weight({d, 3, 4, 4}), g.weight({d})}, {1, d, 2, 2},
+                            {{"kernel_shape", ints({4, 4})}, {"strides", ints({4, 4})}});
+  const ValueId patches =
+      s.channel_major ? g.op("Reshape", {conv, g.i64s({1, 4, d})}, {1, 4, d})
+                      : g.op("Transpose", {g.op("Reshape", {conv, g.i64s({1, d, 4})}, {1, d, 4})},
+                             {1, 4, d}, {{"perm", ints({0, 2, 1})}});
+  const ValueId tokens =
+      g.op("Concat", {g.weight({1, 1, d}), patches}, {1, t, d}, {{"axis", integer(1)}});
+  const ValueId stream = g.op("Add", {tokens, g.weight({1, t, d})}, {1, t, d});
+  BlockSpec b = s.block;
+  b.att.t = t;
+  b.att.d = d;
+  b.att.heads = s.heads;
+  NormSpec exit_norm;
+  exit_norm.gamma_count = s.norm_gamma_count;
+  g.output(layernorm(g, block(g, stream, b), exit_norm));
+}
+
+TEST(EncoderMatcher, ClaimsAOneLayerPixelEncoder) {
+  TestGraph g;
+  pixel_encoder(g, {});
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_EQ(set.candidates, 1);
+  ASSERT_EQ(set.claims.size(), 1u)
+      << (set.refusals.empty() ? "" : set.refusals[0].reason + ": " + set.refusals[0].detail);
+  const VisionEncoderClaim& enc = set.claims[0].encoder;
+  EXPECT_EQ(enc.family, "vit");
+  EXPECT_EQ(enc.layers.size(), 1u);
+  EXPECT_EQ(enc.heads, 2);
+  EXPECT_EQ(enc.hidden, kHidden);
+  EXPECT_TRUE(enc.from_pixels);
+  EXPECT_EQ(enc.input, "pixels");
+  EXPECT_TRUE(enc.cls.present);
+  EXPECT_EQ(enc.exit_norms.size(), 1u);
+  EXPECT_EQ(enc.stride_h, 4);
+  EXPECT_FALSE(set.claims[0].work.empty());
+  EXPECT_EQ(set.claims[0].nodes.size(), g.graph.nodes.size());  // the graph is all encoder
+}
+
+TEST(EncoderMatcher, PixelEncoderFamilyFollowsLayerScale) {
+  TestGraph g;
+  PixelSpec s;
+  s.heads = 4;
+  s.block.layer_scale = true;
+  pixel_encoder(g, s);
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  ASSERT_EQ(set.claims.size(), 1u) << (set.refusals.empty() ? "" : set.refusals[0].detail);
+  EXPECT_EQ(set.claims[0].encoder.family, "dinov2");
+  EXPECT_EQ(set.claims[0].encoder.heads, 4);
+}
+
+TEST(EncoderMatcher, RefusesAOneElementExitLayerNormScale) {
+  TestGraph g;
+  PixelSpec s;
+  s.norm_gamma_count = 1;
+  pixel_encoder(g, s);
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_TRUE(set.claims.empty());
+  ASSERT_EQ(set.refusals.size(), 1u);
+  EXPECT_EQ(set.refusals[0].reason, "constant_shape");
+}
+
+TEST(EncoderMatcher, RefusesAPatchGridFlattenedChannelMajor) {
+  TestGraph g;
+  PixelSpec s;
+  s.channel_major = true;
+  pixel_encoder(g, s);
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_TRUE(set.claims.empty());
+  ASSERT_EQ(set.refusals.size(), 1u);
+  EXPECT_EQ(set.refusals[0].reason, "patch_embedding");
+}
+
+TEST(EncoderMatcher, KnobDisablesTheMatcher) {
+  TestGraph g;
+  pixel_encoder(g, {});
+  EncoderMatcherOptions off;
+  off.enabled = false;
+  ClaimSet set = match_vision_encoders(g.graph, off);
+  EXPECT_TRUE(set.claims.empty());
+  ASSERT_EQ(set.refusals.size(), 1u);
+  EXPECT_EQ(set.refusals[0].reason, "disabled_by_knob");
+}
+
+struct TextSpec {
+  bool token_types = false;  // a second token-embedding Gather (token type ids) feeds the stream
+};
+
+// ids [1,T] -> Gather(table) [+ Gather(type table, type ids)] + position embedding -> LayerNorm
+// -> one post-LN block with a padding-mask bias -> output.
+void text_encoder(TestGraph& g, const TextSpec& s) {
+  const int64_t d = kHidden, t = 6;
+  const ValueId ids = g.input({1, t}, ElementType::kInt64, "input_ids");
+  ValueId emb = g.op("Gather", {g.weight({30, d}), ids}, {1, t, d}, {{"axis", integer(0)}});
+  if (s.token_types) {
+    const ValueId type_ids = g.input({1, t}, ElementType::kInt64, "token_type_ids");
+    const ValueId types =
+        g.op("Gather", {g.weight({2, d}), type_ids}, {1, t, d}, {{"axis", integer(0)}});
+    emb = g.op("Add", {emb, types}, {1, t, d});
+  }
+  emb = g.op("Add", {emb, g.weight({1, t, d})}, {1, t, d});
+  BlockSpec b;
+  b.pre_norm = false;
+  b.att.t = t;
+  b.att.d = d;
+  b.att.mask_bias = true;
+  g.output(block(g, layernorm(g, emb), b));
+}
+
+TEST(EncoderMatcher, ClaimsATextEncoderAsBert) {
+  TestGraph g;
+  text_encoder(g, {});
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_EQ(set.candidates, 1);
+  ASSERT_EQ(set.claims.size(), 1u)
+      << (set.refusals.empty() ? "" : set.refusals[0].reason + ": " + set.refusals[0].detail);
+  const VisionEncoderClaim& enc = set.claims[0].encoder;
+  EXPECT_EQ(enc.family, "bert");
+  EXPECT_EQ(enc.layers.size(), 1u);
+  EXPECT_EQ(enc.heads, 2);
+  EXPECT_FALSE(enc.from_pixels);
+  EXPECT_EQ(enc.attention_bias, "mask");
+  EXPECT_FALSE(enc.layers[0].pre_norm);
+}
+
+TEST(EncoderMatcher, TokenTypeGatherJoinsTheSameCandidate) {
+  TestGraph g;
+  text_encoder(g, {true});
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_EQ(set.candidates, 1);
+  ASSERT_EQ(set.claims.size(), 1u) << (set.refusals.empty() ? "" : set.refusals[0].detail);
+  EXPECT_EQ(set.claims[0].encoder.family, "bert");
+  EXPECT_TRUE(set.refusals.empty());
+}
+
+}  // namespace
+}  // namespace npuflow::encoder_test
