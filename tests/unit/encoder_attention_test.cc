@@ -165,6 +165,25 @@ TEST(EncoderAttention, PaddingMaskBiasAndNanGuard) {
   EXPECT_EQ(probe_attention({}).att->bias, kNoValue);
 }
 
+TEST(EncoderAttention, RefusesHeadsMergedWithoutTheTranspose) {
+  AttentionSpec s;
+  s.merge_untransposed = true;
+  expect_refused(s, "attention_layout");
+}
+
+TEST(EncoderAttention, RefusesVSplitWithItsDimsSwapped) {
+  AttentionSpec s;
+  s.v_split_transposed = true;
+  expect_refused(s, "attention_layout");
+}
+
+TEST(EncoderAttention, RefusesFusedSlicesStraddlingTwoBlocks) {
+  AttentionSpec s;
+  s.split = HeadSplit::kFusedSlices;
+  s.fused_starts = {0, 4, 16};  // k reads columns [4, 12): half of q's block, half of k's
+  expect_refused(s, "fused_qkv_split");
+}
+
 TEST(EncoderAttention, RefusesANanGuardFillingOtherThanZero) {
   AttentionSpec s;
   s.nan_guard = true;
@@ -176,6 +195,14 @@ TEST(EncoderAttention, RefusesScoresScaledByATensor) {
   AttentionSpec s;
   s.scale_by_tensor = true;
   expect_refused(s, "attention_mask");
+}
+
+TEST(EncoderAttention, InferenceDropoutAndCastOnTheProbabilities) {
+  AttentionSpec s;
+  s.eval_dropout = true;
+  expect_attention(s, 2, false);
+  s.nan_guard = true;
+  expect_attention(s, 2, false);
 }
 
 TEST(EncoderAttention, RefusesAConstantAdditiveMask) {
@@ -216,7 +243,8 @@ BlockProbe probe_block(const BlockSpec& s) {
   const ValueId h = g.input({1, s.att.t, s.att.d});
   BlockProbe p;
   p.built_next = block(g, h, s);
-  Matcher m(g.graph, {});
+  const EncoderMatcherOptions options;  // the Matcher keeps a reference to it
+  Matcher m(g.graph, options);
   Used used;
   p.next = m.block(h, s.att.t, p.layer, used, p.why);
   return p;

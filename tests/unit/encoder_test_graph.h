@@ -251,14 +251,18 @@ struct AttentionSpec {
   bool mask_bias = false;      // Add of a runtime [B,1,1,T] mask before the Softmax
   bool constant_mask = false;  // the same Add with a constant
   bool nan_guard = false;      // Where(IsNaN(P), 0, P)
+  bool eval_dropout = false;   // an inference-mode Dropout and a no-op Cast on P
   int64_t softmax_axis = -1;
   // A constant head-split target other than [1, T, H, dh] (e.g. [0, 0, -1, dh] or [1, -1, H, dh]).
   std::vector<int64_t> split_target;
   LinearForm projection = LinearForm::kMatMulAdd;  // the Q/K/V and output projections' form
   // Near misses.
-  bool k_untransposed = false;   // K split like Q, [B,H,T,dh]
-  bool swap_fused = false;       // q reads the k block and k the q block
-  bool v_reads_other = false;    // V projects another tensor
+  bool k_untransposed = false;        // K split like Q, [B,H,T,dh]
+  bool swap_fused = false;            // q reads the k block and k the q block
+  bool v_reads_other = false;         // V projects another tensor
+  bool merge_untransposed = false;    // the heads merged by a Reshape alone, without [0,2,1,3]
+  bool v_split_transposed = false;    // V's head split as [1,T,dh,H] (dims swapped) then [0,3,1,2]
+  std::vector<int64_t> fused_starts;  // the three Slices' first columns (empty: 0, D, 2D)
   float nan_fill = 0.0f;         // what the Where guard writes for NaN (0 is the accepted form)
   bool scale_by_tensor = false;  // the scores multiplied by a per-key constant vector
 };
@@ -306,7 +310,14 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
     const ValueId v_source = s.v_reads_other ? g.input({b, t, d}) : x;
     qh = split_heads(g, linear(g, x, d, d, s.projection), s, false);
     kh = split_heads(g, linear(g, x, d, d, s.projection), s, true);
-    vh = split_heads(g, linear(g, v_source, d, d, s.projection), s, false);
+    if (s.v_split_transposed) {
+      const ValueId r =
+          g.op("Reshape", {linear(g, v_source, d, d, s.projection), g.i64s({1, t, dh, h})},
+               {b, t, dh, h});
+      vh = g.op("Transpose", {r}, {b, h, t, dh}, {{"perm", ints({0, 3, 1, 2})}});
+    } else {
+      vh = split_heads(g, linear(g, v_source, d, d, s.projection), s, false);
+    }
   } else {
     const ValueId qkv = linear(g, x, d, 3 * d, s.projection);
     const int qi = s.swap_fused ? 1 : 0, ki = s.swap_fused ? 0 : 1;
@@ -331,9 +342,12 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
         g.node("Split", {qkv, g.i64s({d, d, d})}, {parts[0], parts[1], parts[2]},
                {{"axis", integer(2)}});
       } else {
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < 3; ++i) {
+          const int64_t start =
+              s.fused_starts.empty() ? i * d : s.fused_starts[static_cast<size_t>(i)];
           parts[i] =
-              g.op("Slice", {qkv, g.i64s({i * d}), g.i64s({(i + 1) * d}), g.i64s({2})}, {b, t, d});
+              g.op("Slice", {qkv, g.i64s({start}), g.i64s({start + d}), g.i64s({2})}, {b, t, d});
+        }
       }
       qh = split_heads(g, parts[qi], part, false);
       kh = split_heads(g, parts[ki], part, true);
@@ -366,8 +380,14 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
     const ValueId nan = g.op("IsNaN", {probs}, scores_shape, {}, ElementType::kUInt8);
     probs = g.op("Where", {nan, g.scalar(s.nan_fill), probs}, scores_shape);
   }
+  if (s.eval_dropout) {
+    probs = g.op("Dropout", {probs}, scores_shape);
+    probs = g.op("Cast", {probs}, scores_shape, {{"to", integer(1)}});
+  }
   const ValueId ctx = g.op("MatMul", {probs, vh}, {b, h, t, dh});
-  const ValueId merged = g.op("Transpose", {ctx}, {b, t, h, dh}, {{"perm", ints({0, 2, 1, 3})}});
+  const ValueId merged = s.merge_untransposed ? ctx
+                                              : g.op("Transpose", {ctx}, {b, t, h, dh},
+                                                     {{"perm", ints({0, 2, 1, 3})}});
   const ValueId flat = g.op("Reshape", {merged, g.i64s({1, t, d})}, {b, t, d});
   out.out = linear(g, flat, d, d, s.projection);
   return out;
