@@ -205,10 +205,32 @@ TEST(EncoderAttention, InferenceDropoutAndCastOnTheProbabilities) {
   expect_attention(s, 2, false);
 }
 
-TEST(EncoderAttention, RefusesAConstantAdditiveMask) {
+TEST(EncoderAttention, AllZeroConstantMaskIsNoBias) {
+  for (bool where : {false, true}) {
+    AttentionSpec s;
+    s.constant_mask = true;
+    s.constant_mask_value = 0.0f;
+    s.constant_mask_where = where;
+    SCOPED_TRACE(where);
+    expect_attention(s, 2, false);
+    EXPECT_EQ(probe_attention(s).att->bias, kNoValue);
+  }
+}
+
+TEST(EncoderAttention, RefusesANonZeroConstantAdditiveMask) {
   AttentionSpec s;
   s.constant_mask = true;
   expect_refused(s, "attention_mask");
+}
+
+// A non-zero mask computed by a node (even from constants) is a value the fused node receives.
+TEST(EncoderAttention, ComputedNonZeroMaskIsARuntimeBias) {
+  AttentionSpec s;
+  s.constant_mask = true;
+  s.constant_mask_where = true;
+  auto p = probe_attention(s);
+  ASSERT_TRUE(p.att) << p.why.detail;
+  EXPECT_EQ(p.att->bias, p.built.mask);
 }
 
 TEST(EncoderAttention, RefusesSoftmaxOverAnotherAxis) {

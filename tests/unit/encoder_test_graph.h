@@ -248,10 +248,12 @@ struct AttentionSpec {
   bool dynamic_batch = false;
   HeadSplit split = HeadSplit::kStaticReshape;
   ScalePlace scale = ScalePlace::kScoresMul;
-  bool mask_bias = false;      // Add of a runtime [B,1,1,T] mask before the Softmax
-  bool constant_mask = false;  // the same Add with a constant
-  bool nan_guard = false;      // Where(IsNaN(P), 0, P)
-  bool eval_dropout = false;   // an inference-mode Dropout and a no-op Cast on P
+  bool mask_bias = false;             // Add of a runtime [B,1,1,T] mask before the Softmax
+  bool constant_mask = false;         // the same Add with a constant
+  float constant_mask_value = -1.0f;  // its every element
+  bool constant_mask_where = false;   // selected by a Where of an all-true boolean constant
+  bool nan_guard = false;             // Where(IsNaN(P), 0, P)
+  bool eval_dropout = false;          // an inference-mode Dropout and a no-op Cast on P
   int64_t softmax_axis = -1;
   // A constant head-split target other than [1, T, H, dh] (e.g. [0, 0, -1, dh] or [1, -1, H, dh]).
   std::vector<int64_t> split_target;
@@ -372,9 +374,16 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
     out.mask = g.input({b, 1, 1, t}, ElementType::kFloat32, "mask");
     scores = g.op("Add", {scores, out.mask}, scores_shape);
   }
-  if (s.constant_mask)
-    scores =
-        g.op("Add", {scores, g.floats({1, 1, 1, t}, std::vector<float>(t, -1.0f))}, scores_shape);
+  if (s.constant_mask) {
+    ValueId mask = g.floats({1, 1, 1, t}, std::vector<float>(t, s.constant_mask_value));
+    if (s.constant_mask_where) {  // Where(all-true bool constant, mask, -1e9): picks the mask
+      const ValueId all_true =
+          g.constant<uint8_t>({1, 1, 1, t}, ElementType::kUnknown, std::vector<uint8_t>(t, 1));
+      mask = g.op("Where", {all_true, mask, g.scalar(-1e9f)}, {1, 1, 1, t});
+    }
+    scores = g.op("Add", {scores, mask}, scores_shape);
+    out.mask = mask;
+  }
   ValueId probs = g.op("Softmax", {scores}, scores_shape, {{"axis", integer(s.softmax_axis)}});
   if (s.nan_guard) {
     const ValueId nan = g.op("IsNaN", {probs}, scores_shape, {}, ElementType::kUInt8);
