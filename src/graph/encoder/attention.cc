@@ -120,6 +120,14 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
       probs = node.input(2);
       continue;
     }
+    // Dropout only as exported for inference: no training_mode input, or a constant false one.
+    if (is(p, "Dropout") && node.input(2) != kNoValue) {
+      const ValueId mode = through_identity(node.input(2));
+      const ValueInfo& info = g_.value(mode);
+      if (!g_.is_constant(mode) || info.constant->bytes != 1 ||
+          *static_cast<const uint8_t*>(info.constant->data) != 0)
+        break;
+    }
     if (!(is(p, "Cast") || is(p, "Identity") || is(p, "Dropout"))) break;
     local.push_back(p);
     probs = node.input(0);

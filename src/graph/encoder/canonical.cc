@@ -202,14 +202,29 @@ std::optional<std::vector<int64_t>> CanonicalGraph::static_shape(ValueId v, int 
     derived = shape_values(node.input(1));
     if (derived)
       for (int64_t& d : *derived) d = d <= 1 ? -1 : d;  // 1 broadcasts: the input's dim decides
-  } else if (node.op_type == "Where") {
-    for (size_t i = 0; i < 3 && !derived; ++i) {
-      auto in = static_shape(node.input(i), depth + 1);
-      if (in && !in->empty()) derived = in;
-    }
-  } else if (node.op_type == "Cast" || node.op_type == "Identity" || node.op_type == "Mul" ||
-             node.op_type == "Div" || node.op_type == "Add" || node.op_type == "Sub") {
+  } else if (node.op_type == "Cast" || node.op_type == "Identity") {
     derived = static_shape(node.input(0), depth + 1);
+  } else if (node.op_type == "Where" || node.op_type == "Mul" || node.op_type == "Div" ||
+             node.op_type == "Add" || node.op_type == "Sub") {
+    // ONNX broadcasting: dims aligned right; a dim is the operand's that is not 1.
+    std::vector<std::optional<std::vector<int64_t>>> ins;
+    size_t rank = 0;
+    for (ValueId in : node.inputs) {
+      ins.push_back(static_shape(in, depth + 1));
+      if (!ins.back()) return dims;  // an operand of unknown rank: the result's is unknown too
+      rank = std::max(rank, ins.back()->size());
+    }
+    derived.emplace(rank, 1);
+    for (const auto& in : ins) {
+      for (size_t i = 0; i < in->size(); ++i) {
+        int64_t& out = (*derived)[rank - in->size() + i];
+        const int64_t d = (*in)[i];
+        if (d < 0 && out == 1)
+          out = -1;
+        else if (d > 1)
+          out = d;
+      }
+    }
   }
   if (!derived) return dims;
   if (!dims) return derived;

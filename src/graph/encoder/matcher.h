@@ -140,7 +140,7 @@ class Matcher : public CanonicalGraph {
   std::optional<Linear> gemm_linear(NodeId gemm, Used& used) const;
   bool last_axis_reduce(const NodeInfo& node) const;
 
-  const EncoderMatcherOptions& options_;
+  const EncoderMatcherOptions options_;  // a copy: a temporary would leave a reference dangling
   // What the last block() found (block() is const: it reports through these).
   mutable int64_t heads_ = 0;
   mutable std::string heads_source_;

@@ -19,6 +19,10 @@ std::optional<Linear> Matcher::linear(ValueId y, Used& used, bool allow_reshaped
     Used local;
     auto lin = gemm_linear(gemm, local);
     if (!lin) return std::nullopt;
+    // The flatten moves no data only when x's rows are K wide: [.., K] -> [rows, K].
+    const auto x_dims = static_shape(g_.node(inner).input(0));
+    if (x_dims && !x_dims->empty() && x_dims->back() > 0 && x_dims->back() != lin->k)
+      return std::nullopt;
     // The reshape back is to the stream's [B, T, N] (or [rows, N]); anything else (a head split
     // merged into it, even [B, T, 1, N] for one head) is a layout op of the chain.
     if (auto target = reshape_target(*node);
