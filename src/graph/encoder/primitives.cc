@@ -19,10 +19,19 @@ std::optional<Linear> Matcher::linear(ValueId y, Used& used, bool allow_reshaped
     Used local;
     auto lin = gemm_linear(gemm, local);
     if (!lin) return std::nullopt;
-    // The flatten moves no data only when x's rows are K wide: [.., K] -> [rows, K].
-    const auto x_dims = static_shape(g_.node(inner).input(0));
-    if (x_dims && !x_dims->empty() && x_dims->back() > 0 && x_dims->back() != lin->k)
-      return std::nullopt;
+    // The flatten to [rows, K] keeps rows whole only when K is the product of x's trailing dims
+    // ([B, T, K], or [B, T, H, dh] when ORT folded a head merge into it); a Reshape that cuts
+    // x's rows into pieces is no linear of x.
+    if (const auto x_dims = static_shape(g_.node(inner).input(0)); x_dims && !x_dims->empty()) {
+      bool whole_rows = false, known = true;
+      int64_t suffix = 1;
+      for (size_t i = x_dims->size(); i-- > 0 && known && !whole_rows;) {
+        known = (*x_dims)[i] > 0;
+        suffix *= (*x_dims)[i];
+        whole_rows = known && suffix == lin->k;
+      }
+      if (known && !whole_rows) return std::nullopt;
+    }
     // The reshape back is to the stream's [B, T, N] (or [rows, N]); anything else (a head split
     // merged into it, even [B, T, 1, N] for one head) is a layout op of the chain.
     if (auto target = reshape_target(*node);
