@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "ops/host_attention.h"
 
 namespace npuflow {
 namespace {
@@ -104,11 +105,8 @@ int64_t FloatRef::count() const {
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
-  // The attention bias of the image being run, broadcast over [heads, T, T]: the score of head h,
-  // query i, key j gets bias[h * bias_head + i * bias_row + j * bias_col] (a stride is 0 where the
-  // bias has a dimension of 1); nullptr when the plan has none.
-  const float* bias = nullptr;
-  int64_t bias_head = 0, bias_row = 0, bias_col = 0;
+  // The attention bias of the image being run (none when the plan has none).
+  AttentionBias bias;
 };
 
 namespace {
@@ -451,10 +449,10 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       image = main.data + b * tokens * hidden_;
     }
     if (bias) {
-      s.bias_col = bs[3] == 1 ? 0 : 1;
-      s.bias_row = bs[2] == 1 ? 0 : bs[3];
-      s.bias_head = bs[1] == 1 ? 0 : bs[2] * bs[3];
-      s.bias = bias + (bs[0] == 1 ? 0 : b * bs[1] * bs[2] * bs[3]);
+      s.bias.col_stride = bs[3] == 1 ? 0 : 1;
+      s.bias.row_stride = bs[2] == 1 ? 0 : bs[3];
+      s.bias.head_stride = bs[1] == 1 ? 0 : bs[2] * bs[3];
+      s.bias.data = bias + (bs[0] == 1 ? 0 : b * bs[1] * bs[2] * bs[3]);
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
@@ -528,8 +526,6 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
   };
   emit(0);
 
-  const int64_t heads = heads_;
-  const int64_t dh = d / heads;
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     // Attention.
@@ -540,40 +536,9 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
       attn_in = s.a.data();
     }
     NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, tp, tokens, s.qkv.data(), context));
-    const float* qkv = s.qkv.data();
     float* ctx = s.ctx.data();
-    const int64_t stride = 3 * d;
-    context.run(static_cast<size_t>(heads), [&](size_t head) {
-      float* scores = s.scores.data() + static_cast<int64_t>(head) * tokens;
-      const int64_t off = static_cast<int64_t>(head) * dh;
-      for (int64_t i = 0; i < tokens; ++i) {
-        const float* q = qkv + i * stride + off;
-        const float* bias =
-            s.bias ? s.bias + static_cast<int64_t>(head) * s.bias_head + i * s.bias_row : nullptr;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < tokens; ++j) {
-          const float* kk = qkv + j * stride + d + off;
-          float dot = 0;
-          for (int64_t c = 0; c < dh; ++c) dot += q[c] * kk[c];
-          scores[j] = bias ? dot * L.scale + bias[j * s.bias_col] : dot * L.scale;
-          mx = std::max(mx, scores[j]);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < tokens; ++j) {
-          scores[j] = std::exp(scores[j] - mx);
-          sum += scores[j];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        float* out = ctx + i * d + off;
-        std::fill(out, out + dh, 0.0f);
-        for (int64_t j = 0; j < tokens; ++j) {
-          float p = scores[j] * inv;
-          if (L.nan_to_zero && std::isnan(p)) p = 0.0f;
-          const float* vv = qkv + j * stride + 2 * d + off;
-          for (int64_t c = 0; c < dh; ++c) out[c] += p * vv[c];
-        }
-      }
-    });
+    host_attention(s.qkv.data(), {tokens, d, heads_}, L.scale, s.bias, L.nan_to_zero,
+                   s.scores.data(), ctx, context);
     zero_rows(ctx, tokens, tp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, tp, tokens, s.tmp.data(), context));
     const auto residual = [&](const float* branch, const std::vector<float>& ls) {

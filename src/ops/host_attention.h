@@ -1,0 +1,32 @@
+// Multi-head self-attention on the host, in fp32: softmax(scale * Q K^T + bias) V per head, the
+// exact reference of the encoder plan (and the place a faster or device attention plugs in).
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+
+namespace npuflow {
+
+// An additive bias broadcast over [heads, T, T]: the score of head h, query i, key j gets
+// data[h * head_stride + i * row_stride + j * col_stride] (a stride is 0 where the bias has a
+// dimension of 1). data == nullptr: no bias.
+struct AttentionBias {
+  const float* data = nullptr;
+  int64_t head_stride = 0, row_stride = 0, col_stride = 0;
+};
+
+struct AttentionShape {
+  int64_t tokens = 0;
+  int64_t hidden = 0;  // D: q, k and v each D wide, heads x head_dim
+  int64_t heads = 0;
+};
+
+// qkv: T rows of [q | k | v] (3D wide); ctx: T rows of D, written. scores: heads x T floats of
+// scratch. With nan_to_zero, NaN probabilities (a fully masked row) count as 0, as SDPA exports'
+// Where(IsNaN(P), 0, P) makes them.
+void host_attention(const float* qkv, const AttentionShape& shape, float scale,
+                    const AttentionBias& bias, bool nan_to_zero, float* scores, float* ctx,
+                    const ExecContext& context);
+
+}  // namespace npuflow
