@@ -273,11 +273,16 @@ struct HostDevice::Impl {
     // Exact int8 on a saturating kernel: a = 2 * hi + lo (+ -128 for int8, folded into a column
     // correction), with hi and lo 7-bit and 1-bit uint8, so no pair of products can saturate.
     const bool split = split_int8 && c_type == ElementType::kInt32;
-    std::vector<uint8_t> high, low;
+    // The calling thread's halves, grown to the largest call and kept: no allocation per call
+    // once the largest shape was seen (the pool's tasks only read them during this call).
+    thread_local std::vector<uint8_t> high, low;
+    const uint8_t* low_half = nullptr;  // tasks on other threads see their own thread_locals
     if (split) {
       const size_t count = static_cast<size_t>(m * w.k());
-      high.resize(count);
-      low.resize(count);
+      if (high.size() < count) {
+        high.resize(count);
+        low.resize(count);
+      }
       const int bias = a_type == ElementType::kInt8 ? 128 : 0;
       for (size_t i = 0; i < count; ++i) {
         const int value = (a_type == ElementType::kInt8 ? static_cast<const int8_t*>(a)[i]
@@ -287,6 +292,7 @@ struct HostDevice::Impl {
         low[i] = static_cast<uint8_t>(value & 1);
       }
       a = high.data();
+      low_half = low.data();
     }
     const ElementType src_type = split ? ElementType::kUInt8 : a_type;
     const int32_t correction_scale = split && a_type == ElementType::kInt8 ? -128 : 0;
@@ -344,7 +350,7 @@ struct HostDevice::Impl {
         thread_local std::vector<uint8_t> block_out, block_low;
         execute(a, block_out);
         if (split) {
-          execute(low.data(), block_low);
+          execute(low_half, block_low);
           auto* out = reinterpret_cast<int32_t*>(block_out.data());
           const auto* lo = reinterpret_cast<const int32_t*>(block_low.data());
           const int32_t* sums = weight->column_sums().data() + block.first_column();
