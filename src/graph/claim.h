@@ -54,6 +54,14 @@ struct NormRef {
   std::string gamma, beta;  // beta "" when there is none
   float epsilon = 1e-5f;
 };
+// A class token or position embedding: a constant (possibly gathered from a constant table by
+// constant indices, as nn.Embedding(position_ids) exports) or a runtime input of the fused node.
+struct SideRef {
+  bool present = false;
+  std::string constant;        // a constant initializer ("" if not constant)
+  std::string gather_indices;  // with `constant` as the table: rows gathered at compile time
+  std::string runtime;         // else the fused node's input of that name
+};
 struct EncoderLayerRef {
   bool pre_norm = true;
   NormRef norm1, norm2;
@@ -64,14 +72,15 @@ struct EncoderLayerRef {
   std::string attention_bias;        // the runtime value added to the scaled scores, "" for none
   bool softmax_nan_to_zero = false;  // Where(IsNaN(P), 0, P): a fully masked row gives zeros
   EncoderActivation activation = EncoderActivation::kGeluErf;
-};
-// A class token or position embedding: a constant (possibly gathered from a constant table by
-// constant indices, as nn.Embedding(position_ids) exports) or a runtime input of the fused node.
-struct SideRef {
-  bool present = false;
-  std::string constant;        // a constant initializer ("" if not constant)
-  std::string gather_indices;  // with `constant` as the table: rows gathered at compile time
-  std::string runtime;         // else the fused node's input of that name
+  EncoderGlu glu = EncoderGlu::kNone;  // a gated MLP: fc1's two halves, one activated
+  // A pre-LN block whose attention reads the stream itself (ModernBERT's first layer).
+  bool attention_norm = true;
+  // Rotary position embedding on q and k: x cos + rotate_half(x) sin, with cos and sin
+  // broadcast to [.., T, head_dim] (rope_cos.present false: none).
+  SideRef rope_cos, rope_sin;
+  // Constant tables stored transposed (ORT's transpose optimizer): the perm that lays them out
+  // as [.., T, head_dim] at rank 4; empty when they already are.
+  std::vector<int64_t> rope_perm;
 };
 struct EncoderExitRef {
   std::string value;  // the graph value it writes
@@ -98,9 +107,6 @@ struct VisionEncoderClaim {
   std::vector<NormRef> exit_norms;
   std::vector<EncoderExitRef> exits;
   std::string note;  // e.g. why the embedding stayed on the CPU EP
-  // A runtime value added to every layer's scaled attention scores (a text encoder's padding
-  // mask, [B, 1, 1 or T, T]); "" when there is none.
-  std::string attention_bias;
 };
 
 struct Claim {

@@ -1,6 +1,7 @@
 #include "graph/claim_report.h"
 
 #include <map>
+#include <set>
 
 #include "core/strings.h"
 
@@ -80,9 +81,13 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     exits.push_back(str_cat("{\"value\":\"", json_escape(x.value), "\",\"stream_index\":",
                             x.stream_index, ",\"norm\":", x.norm >= 0 ? "true" : "false", "}"));
   }
-  int layer_scale = 0, post_norm = 0, fused_qkv = 0;
+  int layer_scale = 0, post_norm = 0, fused_qkv = 0, rotary = 0, gated = 0;
+  std::set<std::string> biases;
   for (const EncoderLayerRef& l : e.layers) {
     fused_qkv += l.fused_qkv ? 1 : 0;
+    rotary += l.rope_cos.present ? 1 : 0;
+    gated += l.glu != EncoderGlu::kNone ? 1 : 0;
+    if (!l.attention_bias.empty()) biases.insert(l.attention_bias);
     activations.push_back(str_cat("\"", encoder_activation_name(l.activation), "\""));
     layer_scale += l.layer_scale1.empty() ? 0 : 1;
     post_norm += l.pre_norm ? 0 : 1;
@@ -98,8 +103,10 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       ",\"pre_norm\":", e.pre_norm ? "true" : "false", ",\"layer_scale_layers\":", layer_scale,
       ",\"post_norm_layers\":", post_norm, ",\"fused_qkv_layers\":", fused_qkv,
       ",\"activations\":[", join(activations, ","), "],\"exits\":[", join(exits, ","),
-      "],\"attention_bias\":", e.attention_bias.empty() ? "false" : "true", ",\"note\":\"",
-      json_escape(e.note), "\",\"work\":", gemms_to_json(claim.work), "}");
+      "],\"attention_bias\":", biases.empty() ? "false" : "true",
+      ",\"attention_biases\":", biases.size(), ",\"rotary_layers\":", rotary,
+      ",\"gated_mlp_layers\":", gated, ",\"note\":\"", json_escape(e.note),
+      "\",\"work\":", gemms_to_json(claim.work), "}");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "host/host_device.h"
 #include "ops/host_attention.h"
+#include "ops/rotary.h"
 
 namespace npuflow {
 namespace {
@@ -105,8 +106,10 @@ int64_t FloatRef::count() const {
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
-  // The attention bias of the image being run (none when the plan has none).
-  AttentionBias bias;
+  // For the image being run: the attention biases by side input index (data nullptr where that
+  // input is no bias), and each layer's rotary tables (nullptr where it has none).
+  std::vector<AttentionBias> biases;
+  std::vector<RotaryTables> rotary;
 };
 
 namespace {
@@ -140,7 +143,6 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   plan->logger_ = std::move(logger);
   plan->hidden_ = spec.hidden;
   plan->heads_ = spec.heads;
-  plan->attention_bias_input_ = spec.attention_bias_input;
   plan->from_pixels_ = spec.from_pixels;
   plan->scratch_ = std::make_unique<Scratch>();
   const int64_t d = spec.hidden;
@@ -266,7 +268,28 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   for (const EncoderLayerWeights& lw : spec.layers) {
     Layer layer;
     layer.pre_norm = lw.pre_norm;
-    layer.norm1 = norm(lw.norm1);
+    layer.attention_norm = lw.attention_norm || !lw.pre_norm;
+    layer.glu = lw.glu;
+    layer.bias_input = lw.attention_bias_input;
+    if (lw.rope_cos.present != lw.rope_sin.present)
+      return invalid_argument("a rotary embedding needs both its cos and its sin table");
+    if (lw.rope_cos.present) {
+      if ((d / spec.heads) % 2 != 0)
+        return invalid_argument("a rotary embedding needs an even head dim");
+      Rope rope;
+      rope.cos_spec = lw.rope_cos;
+      rope.sin_spec = lw.rope_sin;
+      if (lw.rope_cos.constant) {
+        rope.cos = copy_of(*lw.rope_cos.constant);
+        rope.cos_shape = lw.rope_cos.constant->shape;
+      }
+      if (lw.rope_sin.constant) {
+        rope.sin = copy_of(*lw.rope_sin.constant);
+        rope.sin_shape = lw.rope_sin.constant->shape;
+      }
+      layer.rope = std::move(rope);
+    }
+    if (layer.attention_norm) layer.norm1 = norm(lw.norm1);
     layer.norm2 = norm(lw.norm2);
     auto qkv = pack({&lw.q, &lw.k, &lw.v});
     if (!qkv.is_ok()) return qkv.status();
@@ -277,8 +300,10 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
       if (!dense.is_ok()) return dense.status();
       *dst = std::move(dense).value();
     }
+    const int64_t gated = layer.glu == EncoderGlu::kNone ? layer.fc1.n : layer.fc1.n / 2;
     if (layer.qkv.k != d || layer.qkv.n != 3 * d || layer.o.k != d || layer.o.n != d ||
-        layer.fc1.k != d || layer.fc2.k != layer.fc1.n || layer.fc2.n != d) {
+        layer.fc1.k != d || layer.fc2.k != gated || layer.fc2.n != d ||
+        (layer.glu != EncoderGlu::kNone && layer.fc1.n % 2 != 0)) {
       return invalid_argument("encoder layer projections do not chain at the hidden size");
     }
     if (lw.layer_scale1) layer.ls1 = copy_of(*lw.layer_scale1);
@@ -412,14 +437,39 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
         check_side_shape("position embedding", pos_shape, tokens - register_rows_, hidden_, batch));
   }
 
-  const float* bias = nullptr;
-  std::vector<int64_t> bs;  // the bias as [B|1, H|1, T|1, T|1]
-  if (attention_bias_input_ >= 0) {
-    const FloatInput& in = side.at(static_cast<size_t>(attention_bias_input_));
-    auto layout = bias_layout(in.shape, batch, heads_, tokens);
-    if (!layout.is_ok()) return layout.status();
-    bias = in.data;
-    bs = std::move(layout).value();
+  // Each attention bias as [B|1, H|1, T|1, T|1], by side input index (empty: not a bias).
+  std::vector<std::vector<int64_t>> bias_layouts(side.size());
+  // Each layer's rotary tables: data and shape of cos, then of sin.
+  struct Tables {
+    const float* data[2] = {nullptr, nullptr};
+    std::vector<int64_t> shape[2];
+  };
+  std::vector<Tables> tables(layers_.size());
+  const int64_t head_dim = hidden_ / heads_;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
+    if (L.bias_input >= 0 && bias_layouts.at(static_cast<size_t>(L.bias_input)).empty()) {
+      const FloatInput& in = side.at(static_cast<size_t>(L.bias_input));
+      auto layout = bias_layout(in.shape, batch, heads_, tokens);
+      if (!layout.is_ok()) return layout.status();
+      bias_layouts[static_cast<size_t>(L.bias_input)] = std::move(layout).value();
+    }
+    if (!L.rope) continue;
+    const SideOperand* specs[2] = {&L.rope->cos_spec, &L.rope->sin_spec};
+    const std::vector<float>* constants[2] = {&L.rope->cos, &L.rope->sin};
+    const std::vector<int64_t>* shapes[2] = {&L.rope->cos_shape, &L.rope->sin_shape};
+    for (int i = 0; i < 2; ++i) {
+      if (specs[i]->constant) {
+        tables[li].data[i] = constants[i]->data();
+        tables[li].shape[i] = *shapes[i];
+      } else {
+        const FloatInput& in = side.at(static_cast<size_t>(specs[i]->input_index));
+        tables[li].data[i] = in.data;
+        tables[li].shape[i] = in.shape;
+      }
+      NPUFLOW_RETURN_IF_ERROR(check_side_shape(i == 0 ? "rotary cos table" : "rotary sin table",
+                                               tables[li].shape[i], tokens, head_dim, batch));
+    }
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -448,11 +498,21 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     } else {
       image = main.data + b * tokens * hidden_;
     }
-    if (bias) {
-      s.bias.col_stride = bs[3] == 1 ? 0 : 1;
-      s.bias.row_stride = bs[2] == 1 ? 0 : bs[3];
-      s.bias.head_stride = bs[1] == 1 ? 0 : bs[2] * bs[3];
-      s.bias.data = bias + (bs[0] == 1 ? 0 : b * bs[1] * bs[2] * bs[3]);
+    s.biases.assign(side.size(), AttentionBias{});
+    for (size_t i = 0; i < side.size(); ++i) {
+      const std::vector<int64_t>& bs = bias_layouts[i];
+      if (bs.empty()) continue;
+      AttentionBias& bias = s.biases[i];
+      bias.col_stride = bs[3] == 1 ? 0 : 1;
+      bias.row_stride = bs[2] == 1 ? 0 : bs[3];
+      bias.head_stride = bs[1] == 1 ? 0 : bs[2] * bs[3];
+      bias.data = side[i].data + (bs[0] == 1 ? 0 : b * bs[1] * bs[2] * bs[3]);
+    }
+    s.rotary.assign(layers_.size(), RotaryTables{});
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      if (!layers_[li].rope) continue;
+      s.rotary[li].cos = side_rows(tables[li].data[0], tables[li].shape[0], b);
+      s.rotary[li].sin = side_rows(tables[li].data[1], tables[li].shape[1], b);
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
@@ -530,15 +590,18 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     const Layer& L = layers_[li];
     // Attention.
     const float* attn_in = h;
-    if (L.pre_norm) {
+    if (L.pre_norm && L.attention_norm) {
       layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, s.a.data());
       zero_rows(s.a.data(), tokens, tp, d);
       attn_in = s.a.data();
     }
     NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, tp, tokens, s.qkv.data(), context));
+    if (L.rope) apply_rotary(s.qkv.data(), tokens, d, heads_, s.rotary[li]);
     float* ctx = s.ctx.data();
-    host_attention(s.qkv.data(), {tokens, d, heads_}, L.scale, s.bias, L.nan_to_zero,
-                   s.scores.data(), ctx, context);
+    const AttentionBias no_bias;
+    host_attention(s.qkv.data(), {tokens, d, heads_}, L.scale,
+                   L.bias_input >= 0 ? s.biases[static_cast<size_t>(L.bias_input)] : no_bias,
+                   L.nan_to_zero, s.scores.data(), ctx, context);
     zero_rows(ctx, tokens, tp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, tp, tokens, s.tmp.data(), context));
     const auto residual = [&](const float* branch, const std::vector<float>& ls) {
@@ -561,8 +624,22 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     }
     NPUFLOW_RETURN_IF_ERROR(project(L.fc1, mlp_in, tp, tokens, s.ff.data(), context));
     float* ff = s.ff.data();
-    for (int64_t i = 0; i < tokens * L.fc1.n; ++i) ff[i] = activate(L.activation, ff[i]);
-    zero_rows(ff, tokens, tp, L.fc1.n);
+    if (L.glu == EncoderGlu::kNone) {
+      for (int64_t i = 0; i < tokens * L.fc1.n; ++i) ff[i] = activate(L.activation, ff[i]);
+    } else {
+      // In place, row by row: row r's I results land at r*I, never past what rows >= r still
+      // have to read (at r*2I and beyond).
+      const int64_t gated = L.fc1.n / 2;
+      const int64_t act_half = L.glu == EncoderGlu::kActFirst ? 0 : gated;
+      const int64_t gate_half = gated - act_half;
+      for (int64_t r = 0; r < tokens; ++r) {
+        const float* in = ff + r * L.fc1.n;
+        float* out = ff + r * gated;
+        for (int64_t i = 0; i < gated; ++i)
+          out[i] = activate(L.activation, in[act_half + i]) * in[gate_half + i];
+      }
+    }
+    zero_rows(ff, tokens, tp, L.fc2.k);
     NPUFLOW_RETURN_IF_ERROR(project(L.fc2, ff, tp, tokens, s.tmp.data(), context));
     residual(s.tmp.data(), L.ls2);
     if (!L.pre_norm) layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, h);

@@ -23,6 +23,9 @@ namespace npuflow {
 
 enum class EncoderActivation { kGeluErf, kGeluTanh, kQuickGelu };
 const char* encoder_activation_name(EncoderActivation activation);
+// A gated MLP (GLU): fc1 writes 2I columns; the activation of one half times the other half
+// feeds fc2. kActFirst: act(first half) * second half (ModernBERT's GeGLU).
+enum class EncoderGlu { kNone, kActFirst, kActSecond };
 
 // A borrowed fp32 tensor (constant data from the graph, valid during create() only).
 struct FloatRef {
@@ -45,27 +48,33 @@ struct NormWeights {
   float epsilon = 1e-5f;
 };
 
+// Where a side operand (class token, position embedding) comes from.
+struct SideOperand {
+  bool present = false;
+  std::optional<FloatRef> constant;  // resolved at create()
+  int64_t input_index = -1;          // else a runtime input of the fused node
+};
+
 struct EncoderLayerWeights {
-  bool pre_norm = true;  // pre-LN: x + f(LN(x)); post-LN: LN(x + f(x))
+  bool pre_norm = true;        // pre-LN: x + f(LN(x)); post-LN: LN(x + f(x))
+  bool attention_norm = true;  // pre-LN only: false when the attention reads x itself
   NormWeights norm1, norm2;
   DenseWeights q, k, v, o, fc1, fc2;
   std::optional<FloatRef> layer_scale1, layer_scale2;  // LayerScale (DINOv2): per-channel gains
   float attention_scale = 1.0f;  // the product of every scale the exporter put on q, k or scores
   bool softmax_nan_to_zero = false;  // NaN probabilities (a fully masked row) become 0
   EncoderActivation activation = EncoderActivation::kGeluErf;
+  EncoderGlu glu = EncoderGlu::kNone;
+  // The side input added to the scaled scores (broadcastable to [B, heads, T, T]), -1: none.
+  int64_t attention_bias_input = -1;
+  // Rotary position embedding on q and k: cos and sin broadcastable to [B|1, 1, T, head_dim].
+  SideOperand rope_cos, rope_sin;
 };
 
 struct PatchEmbedWeights {
   FloatRef weight;  // D x C x kh x kw
   std::optional<FloatRef> bias;
   int64_t stride_h = 1, stride_w = 1;
-};
-
-// Where a side operand (class token, position embedding) comes from.
-struct SideOperand {
-  bool present = false;
-  std::optional<FloatRef> constant;  // resolved at create()
-  int64_t input_index = -1;          // else a runtime input of the fused node
 };
 
 struct EncoderExit {
@@ -88,10 +97,6 @@ struct VitEncoderSpec {
   std::vector<EncoderLayerWeights> layers;
   std::vector<NormWeights> exit_norms;
   std::vector<EncoderExit> exits;
-  // An additive attention bias (a text encoder's padding mask, already as -inf/finfo.min or 0):
-  // the runtime input at this index, broadcastable to [B, heads, T, T], added to every layer's
-  // scaled scores before the softmax. -1: none.
-  int64_t attention_bias_input = -1;
 };
 
 // A runtime tensor handed in by the front end.
@@ -132,8 +137,17 @@ class VitEncoder {
     std::vector<float> gamma, beta;
     float epsilon = 1e-5f;
   };
+  struct Rope {
+    SideOperand cos_spec, sin_spec;
+    std::vector<float> cos, sin;  // constant tables
+    std::vector<int64_t> cos_shape, sin_shape;
+  };
   struct Layer {
     bool pre_norm = true;
+    bool attention_norm = true;
+    EncoderGlu glu = EncoderGlu::kNone;
+    int64_t bias_input = -1;
+    std::optional<Rope> rope;
     Norm norm1, norm2;
     Dense qkv;  // q, k and v side by side: one device matmul
     Dense o, fc1, fc2;
@@ -162,7 +176,6 @@ class VitEncoder {
   Dense patch_;
   int64_t channels_ = 0, kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1;
   SideOperand cls_spec_, pos_spec_;
-  int64_t attention_bias_input_ = -1;
   std::vector<float> cls_, pos_;  // constant side operands
   std::vector<int64_t> cls_shape_, pos_shape_;
   std::vector<float> registers_;  // register_rows_ x hidden_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "graph/encoder_matcher.h"
 #include "graph/gemm_census.h"
 #include "graph/qdq_matcher.h"
+#include "ops/rotary.h"
 #include "ort/encoder_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
@@ -415,10 +417,40 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     spec.register_position = claim.register_position;
     if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
   }
+  // Each distinct runtime attention bias is one side input, shared by the layers that add it.
+  std::map<std::string, int64_t> bias_inputs;
+  auto bias_input = [&](const std::string& value) -> Result<int64_t> {
+    if (value.empty()) return int64_t{-1};
+    if (auto it = bias_inputs.find(value); it != bias_inputs.end()) return it->second;
+    auto index = input_index(value);
+    if (!index) {
+      return internal_error(str_cat("'", value, "' (an attention bias) is not a fused node input"));
+    }
+    const auto at = static_cast<int64_t>(binding.side_inputs.size());
+    binding.side_inputs.push_back(*index);
+    bias_inputs[value] = at;
+    return at;
+  };
   for (const EncoderLayerRef& l : claim.layers) {
     EncoderLayerWeights w;
     w.pre_norm = l.pre_norm;
-    w.norm1 = norm(l.norm1);
+    w.attention_norm = l.attention_norm;
+    w.glu = l.glu;
+    auto bias = bias_input(l.attention_bias);
+    if (!bias.is_ok()) return bias.status();
+    w.attention_bias_input = bias.value();
+    NPUFLOW_RETURN_IF_ERROR(side(l.rope_cos, w.rope_cos));
+    NPUFLOW_RETURN_IF_ERROR(side(l.rope_sin, w.rope_sin));
+    for (SideOperand* table : {&w.rope_cos, &w.rope_sin}) {
+      if (l.rope_perm.empty() || !table->present) continue;
+      if (!table->constant) return internal_error("a transposed rotary table is not constant");
+      PermutedTable laid_out =
+          permute_table(table->constant->data, table->constant->shape, l.rope_perm);
+      if (laid_out.shape.empty()) return internal_error("a rotary table does not lay out");
+      owned.push_back(std::move(laid_out.data));
+      table->constant = FloatRef{owned.back().data(), laid_out.shape};
+    }
+    if (l.attention_norm || !l.pre_norm) w.norm1 = norm(l.norm1);
     w.norm2 = norm(l.norm2);
     w.q = dense(l.q);
     w.k = dense(l.k);
@@ -435,15 +467,6 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   }
   for (const NormRef& n : claim.exit_norms) spec.exit_norms.push_back(norm(n));
   for (const EncoderExitRef& e : claim.exits) spec.exits.push_back({e.stream_index, e.norm});
-  if (!claim.attention_bias.empty()) {
-    auto index = input_index(claim.attention_bias);
-    if (!index) {
-      return internal_error(
-          str_cat("'", claim.attention_bias, "' (the attention bias) is not a fused node input"));
-    }
-    spec.attention_bias_input = static_cast<int64_t>(binding.side_inputs.size());
-    binding.side_inputs.push_back(*index);
-  }
   NPUFLOW_RETURN_IF_ERROR(failed);
   for (size_t i = 0; i < output_count; ++i) {
     const char* n = nullptr;

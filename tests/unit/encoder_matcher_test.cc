@@ -144,7 +144,7 @@ TEST(EncoderMatcher, ClaimsATextEncoderAsBert) {
   EXPECT_EQ(enc.layers.size(), 1u);
   EXPECT_EQ(enc.heads, 2);
   EXPECT_FALSE(enc.from_pixels);
-  EXPECT_EQ(enc.attention_bias, "mask");
+  EXPECT_EQ(enc.layers[0].attention_bias, "mask");
   EXPECT_FALSE(enc.layers[0].pre_norm);
 }
 

@@ -7,14 +7,17 @@
 namespace npuflow::encoder {
 
 std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
-                                           bool allow_select) const {
+                                           bool allow_select, bool allow_rope) const {
   Chain chain;
   Used local;
-  for (int guard = 0; guard < 12; ++guard) {
+  ValueId rotated = kNoValue;  // the rotation's input: read by its three nodes
+  for (int guard = 0; guard < 16; ++guard) {
     Used lin_used;
     if (auto lin = linear(v, lin_used, true)) {
       chain.linear = *lin;
       if (lin->reshaped_output != kNoNode) chain.ops.push_back(lin->reshaped_output);
+      // Recorded backward: the rotation comes after the ops found after it.
+      if (chain.rope) chain.rope->at = chain.ops.size() - chain.rope->at;
       std::reverse(chain.ops.begin(), chain.ops.end());
       local.insert(local.end(), lin_used.begin(), lin_used.end());
       used.insert(used.end(), local.begin(), local.end());
@@ -24,8 +27,18 @@ std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, 
     if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
     const NodeInfo& node = g_.node(p);
     // The fused value has one reader per part: attention() checks they are q's, k's and v's.
-    if (v != chain.fused && non_shape_consumers(v).size() != 1) return std::nullopt;
-    if (node.op_type == "Reshape" || node.op_type == "Transpose") {
+    if (v != chain.fused && v != rotated && non_shape_consumers(v).size() != 1) return std::nullopt;
+    if (allow_rope && !chain.rope && node.op_type == "Add") {
+      ValueId x = kNoValue;
+      auto rope = rotary(v, x, local);
+      if (!rope) return std::nullopt;
+      rope->at = chain.ops.size();
+      chain.rope = rope;
+      v = rotated = x;
+      continue;
+    }
+    if (node.op_type == "Reshape" || node.op_type == "Transpose" || node.op_type == "Squeeze" ||
+        node.op_type == "Unsqueeze") {
       chain.ops.push_back(p);
       local.push_back(p);
       v = node.input(0);
@@ -207,12 +220,16 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     return std::nullopt;
   }
   local.push_back(qk);
-  auto q = layout_chain(g_.node(qk).input(0), scale, local, true);
-  auto k = layout_chain(g_.node(qk).input(1), scale, local, true);
+  auto q = layout_chain(g_.node(qk).input(0), scale, local, true, true, true);
+  auto k = layout_chain(g_.node(qk).input(1), scale, local, true, true, true);
   float no_scale = 1.0f;
   auto val = layout_chain(vh, no_scale, local, false);
   if (!q || !k || !val) {
     why = {"attention_shape", "Q, K or V is not a head split of a linear projection"};
+    return std::nullopt;
+  }
+  if (q->rope.has_value() != k->rope.has_value()) {
+    why = {"rotary_layout", "Q is rotated and K is not, or K and not Q"};
     return std::nullopt;
   }
   if (q->linear.x != k->linear.x || q->linear.x != val->linear.x) {
@@ -372,6 +389,16 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
       att.heads = h;
       break;
     }
+  }
+  if (att.heads > 0 && q->rope &&
+      (!rotary_fits(*q, att.heads, d, t, n, 0, env, why) ||
+       !rotary_fits(*k, att.heads, d, t, n, fused ? d : 0, env, why) ||
+       !same_rotary(*q->rope, *k->rope, why)))
+    return std::nullopt;
+  if (q->rope) {
+    att.rope_cos = q->rope->cos;
+    att.rope_sin = q->rope->sin;
+    att.rope_perm = q->rope->table_perm;
   }
   if (tried == 0) {
     why = {"heads_unknown",

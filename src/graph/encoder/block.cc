@@ -53,103 +53,125 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.softmax_nan_to_zero = att->nan_to_zero;
     heads_ = att->heads;
     heads_source_ = att->heads_source;
+    L.rope_cos = att->rope_cos == kNoValue ? SideRef{} : side(att->rope_cos, local);
+    L.rope_sin = att->rope_sin == kNoValue ? SideRef{} : side(att->rope_sin, local);
+    L.rope_perm = att->rope_perm;
     const int64_t d = att->d;
-    ValueId mid = kNoValue;
-    if (att->x == h) {
-      L.pre_norm = false;
-      // Post-LN: LN(h + attn) is the next value.
-      std::vector<Used> lu;
-      auto lns = forward_layernorms(a1.outputs[0], {}, lu);
-      if (lns.size() != 1) {
-        why = {"block_shape", "a post-LN block without exactly one LayerNorm after its add"};
-        continue;
-      }
-      L.norm1 = lns[0].second.ref;
-      local.insert(local.end(), lu[0].begin(), lu[0].end());
-      mid = lns[0].first;
-    } else {
-      Used ln_used;
-      auto ln = layernorm(att->x, ln_used);
-      if (!ln || ln->x != h) {
-        why = {"block_shape", "the attention input is neither the stream nor a LayerNorm of it"};
-        continue;
-      }
-      L.pre_norm = true;
-      L.norm1 = ln->ref;
-      last_norm1_ = {att->x, ln->ref};
-      local.insert(local.end(), ln_used.begin(), ln_used.end());
-      mid = a1.outputs[0];
-    }
-    local.push_back(add1);
-    // The MLP.
-    bool mlp_ok = false;
-    ValueId next = kNoValue;
-    for (NodeId add2 : g_.value(mid).consumers) {
-      if (!is(add2, "Add")) continue;
-      const NodeInfo& a2 = g_.node(add2);
-      const ValueId b2 = a2.input(0) == mid ? a2.input(1) : a2.input(0);
-      Used m_used;
-      std::string ls2;
-      ValueId fc2_out = b2;
-      if (NodeId mul = producer_is(b2, "Mul"); mul != kNoNode) {
-        for (int side = 0; side < 2; ++side) {
-          const ValueId c = g_.node(mul).input(static_cast<size_t>(side));
-          if (float_constant(c) && float_count(c) == d && non_shape_consumers(b2).size() == 1) {
-            ls2 = name(c);
-            m_used.push_back(mul);
-            fc2_out = g_.node(mul).input(static_cast<size_t>(1 - side));
-            break;
-          }
-        }
-      }
-      auto fc2 = linear(fc2_out, m_used);
-      if (!fc2 || fc2->n != d) continue;
-      ValueId u = kNoValue;
-      Fail act_why;
-      auto act = activation(fc2->x, u, m_used, act_why);
-      if (!act) {
-        why = act_why;
-        continue;
-      }
-      auto fc1 = linear(u, m_used);
-      if (!fc1 || fc1->k != d || fc1->n != fc2->k) continue;
-      if (L.pre_norm) {
-        auto ln = layernorm(fc1->x, m_used);
-        if (!ln || ln->x != mid) {
-          why = {"block_shape", "the MLP input is not a LayerNorm of the stream"};
+    // The norms around this attention: post-LN (BERT) or pre-LN whose attention reads the
+    // stream itself (ModernBERT's first layer) when the attention reads h; else pre-LN.
+    enum class Form { kPost, kPre, kPreWithoutAttentionNorm };
+    const std::vector<Form> forms =
+        att->x == h ? std::vector<Form>{Form::kPost, Form::kPreWithoutAttentionNorm}
+                    : std::vector<Form>{Form::kPre};
+    for (Form form : forms) {
+      EncoderLayerRef F = L;
+      Used f_used = local;
+      ValueId mid = kNoValue;
+      if (form == Form::kPost) {
+        // Post-LN: LN(h + attn) is the next value.
+        std::vector<Used> lu;
+        auto lns = forward_layernorms(a1.outputs[0], {}, lu);
+        if (lns.size() != 1) {
+          why = {"block_shape", "a post-LN block without exactly one LayerNorm after its add"};
           continue;
         }
-        L.norm2 = ln->ref;
-        next = a2.outputs[0];
-        m_used.push_back(add2);
+        F.pre_norm = false;
+        F.norm1 = lns[0].second.ref;
+        f_used.insert(f_used.end(), lu[0].begin(), lu[0].end());
+        mid = lns[0].first;
+      } else if (form == Form::kPre) {
+        Used ln_used;
+        auto ln = layernorm(att->x, ln_used);
+        if (!ln || ln->x != h) {
+          why = {"block_shape", "the attention input is neither the stream nor a LayerNorm of it"};
+          continue;
+        }
+        F.pre_norm = true;
+        F.norm1 = ln->ref;
+        last_norm1_ = {att->x, ln->ref};
+        f_used.insert(f_used.end(), ln_used.begin(), ln_used.end());
+        mid = a1.outputs[0];
       } else {
-        if (fc1->x != mid) continue;
-        m_used.push_back(add2);
-        std::vector<Used> lu;
-        auto lns = forward_layernorms(a2.outputs[0], {}, lu);
-        if (lns.size() != 1) continue;
-        L.norm2 = lns[0].second.ref;
-        m_used.insert(m_used.end(), lu[0].begin(), lu[0].end());
-        next = lns[0].first;
+        F.pre_norm = true;
+        F.attention_norm = false;
+        mid = a1.outputs[0];
       }
-      L.fc1 = fc1->ref;
-      L.fc2 = fc2->ref;
-      L.layer_scale2 = ls2;
-      L.activation = *act;
-      local.insert(local.end(), m_used.begin(), m_used.end());
-      mlp_ok = true;
-      break;
+      f_used.push_back(add1);
+      auto next = mlp(mid, d, F, f_used, why);
+      if (!next) continue;
+      layer = F;
+      hidden_ = d;
+      if (form != Form::kPre) last_norm1_ = {kNoValue, {}};
+      used.insert(used.end(), f_used.begin(), f_used.end());
+      return next;
     }
-    if (!mlp_ok) {
-      if (why.reason.empty()) why = {"block_shape", "no MLP after the attention"};
-      continue;
-    }
-    layer = L;
-    hidden_ = d;
-    used.insert(used.end(), local.begin(), local.end());
-    return next;
   }
   if (why.reason.empty()) why = {"no_block", str_cat("no transformer block reads '", name(h), "'")};
+  return std::nullopt;
+}
+
+std::optional<ValueId> Matcher::mlp(ValueId mid, int64_t d, EncoderLayerRef& L, Used& used,
+                                    Fail& why) const {
+  for (NodeId add2 : g_.value(mid).consumers) {
+    if (!is(add2, "Add")) continue;
+    const NodeInfo& a2 = g_.node(add2);
+    const ValueId b2 = a2.input(0) == mid ? a2.input(1) : a2.input(0);
+    Used m_used;
+    std::string ls2;
+    ValueId fc2_out = b2;
+    if (NodeId mul = producer_is(b2, "Mul"); mul != kNoNode) {
+      for (int side = 0; side < 2; ++side) {
+        const ValueId c = g_.node(mul).input(static_cast<size_t>(side));
+        if (float_constant(c) && float_count(c) == d && non_shape_consumers(b2).size() == 1) {
+          ls2 = name(c);
+          m_used.push_back(mul);
+          fc2_out = g_.node(mul).input(static_cast<size_t>(1 - side));
+          break;
+        }
+      }
+    }
+    auto fc2 = linear(fc2_out, m_used);
+    if (!fc2 || fc2->n != d) continue;
+    ValueId u = kNoValue;
+    Fail act_why;
+    EncoderGlu glu = EncoderGlu::kNone;
+    auto act = activation(fc2->x, u, m_used, act_why, &glu);
+    if (!act) {
+      why = act_why;
+      continue;
+    }
+    auto fc1 = linear(u, m_used);
+    const int64_t fc1_n = glu == EncoderGlu::kNone ? fc2->k : 2 * fc2->k;
+    if (!fc1 || fc1->k != d || fc1->n != fc1_n) continue;
+    ValueId next = kNoValue;
+    if (L.pre_norm) {
+      auto ln = layernorm(fc1->x, m_used);
+      if (!ln || ln->x != mid) {
+        why = {"block_shape", "the MLP input is not a LayerNorm of the stream"};
+        continue;
+      }
+      L.norm2 = ln->ref;
+      next = a2.outputs[0];
+      m_used.push_back(add2);
+    } else {
+      if (fc1->x != mid) continue;
+      m_used.push_back(add2);
+      std::vector<Used> lu;
+      auto lns = forward_layernorms(a2.outputs[0], {}, lu);
+      if (lns.size() != 1) continue;
+      L.norm2 = lns[0].second.ref;
+      m_used.insert(m_used.end(), lu[0].begin(), lu[0].end());
+      next = lns[0].first;
+    }
+    L.fc1 = fc1->ref;
+    L.fc2 = fc2->ref;
+    L.layer_scale2 = ls2;
+    L.activation = *act;
+    L.glu = glu;
+    used.insert(used.end(), m_used.begin(), m_used.end());
+    return next;
+  }
+  if (why.reason.empty()) why = {"block_shape", "no MLP after the attention"};
   return std::nullopt;
 }
 
@@ -186,14 +208,15 @@ bool Matcher::stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, 
   auto& norm1_outputs = out.norm1_outputs;
   stream.push_back(h);
   enc.layers.push_back(layer);
-  if (layer.pre_norm) norm1_outputs[last_norm1_.first] = {0, last_norm1_.second};
+  if (layer.pre_norm && last_norm1_.first != kNoValue)
+    norm1_outputs[last_norm1_.first] = {0, last_norm1_.second};
   h = *first;
   stream.push_back(h);
   for (;;) {
     Fail next_why;
     Used u;
     auto next = block(h, tokens, layer, u, next_why);
-    if (next && layer.pre_norm) {
+    if (next && layer.pre_norm && last_norm1_.first != kNoValue) {
       norm1_outputs[last_norm1_.first] = {static_cast<int>(stream.size() - 1), last_norm1_.second};
     }
     if (!next) break;
@@ -202,14 +225,7 @@ bool Matcher::stack(ValueId embedding, int64_t tokens, VisionEncoderClaim& enc, 
     h = *next;
     stream.push_back(h);
   }
-  // One padding mask serves every layer (the plan adds the same bias in each).
-  for (const EncoderLayerRef& l : enc.layers) {
-    if (l.attention_bias != enc.layers[0].attention_bias) {
-      why = {"attention_mask", "the layers add different attention biases to their scores"};
-      return false;
-    }
-  }
-  enc.attention_bias = enc.layers[0].attention_bias;
+  // Each layer adds its own bias, if any (ModernBERT: a global and a sliding-window mask).
   enc.hidden = hidden_;
   enc.heads = heads_;
   enc.heads_source = heads_source_;

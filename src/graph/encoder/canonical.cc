@@ -100,6 +100,34 @@ std::vector<int64_t> CanonicalGraph::int_list_attribute(const NodeInfo& node,
   return {};
 }
 
+namespace {
+
+std::optional<std::vector<int64_t>> int_arithmetic(const std::string& op,
+                                                   const std::vector<int64_t>& a,
+                                                   const std::vector<int64_t>& b) {
+  // Elementwise with a one-element side broadcast; an unknown (-1) operand stays unknown.
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return std::nullopt;
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
+    if (x < 0 || y < 0) return std::nullopt;  // a symbolic dim, or a negative operand
+    if (op == "Add") {
+      out[i] = x + y;
+    } else if (op == "Sub") {
+      out[i] = x - y;
+    } else if (op == "Mul") {
+      out[i] = x * y;
+    } else {
+      if (y == 0) return std::nullopt;
+      out[i] = x / y;  // both non-negative: floor and truncation agree
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, const ShapeEnv* env,
                                                                  int depth) const {
   if (depth > 8 || v == kNoValue) return std::nullopt;
@@ -130,6 +158,12 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
   if (op == "Cast" || op == "Identity") return shape_values(node.input(0), env, depth + 1);
   auto data = shape_values(node.input(0), env, depth + 1);
   if (!data) return std::nullopt;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    // Integer arithmetic on sizes (a TorchScript `chunk(2)` computes its bounds as (n + 1) / 2).
+    auto other = shape_values(node.input(1), env, depth + 1);
+    if (!other) return std::nullopt;
+    return int_arithmetic(op, *data, *other);
+  }
   if (op == "Unsqueeze" || op == "Squeeze") return data;
   if (op == "Gather") {
     auto idx = int_constant(node.input(1));
@@ -331,6 +365,43 @@ bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops, int 
         e = std::clamp<int64_t>(e, b, dim);
         if (!t.select(axis, b, e - b, false)) return false;
       }
+    } else if (node.op_type == "Squeeze" || node.op_type == "Unsqueeze") {
+      // Axes from the input (opset 13+) or the attribute; Squeeze without axes drops every 1.
+      std::vector<int64_t> axes;
+      if (node.input(1) != kNoValue) {
+        auto c = int_constant(node.input(1));
+        if (!c) return false;
+        axes = *c;
+      } else {
+        axes = int_list_attribute(node, "axes");
+      }
+      std::vector<int64_t> target = t.shape;
+      if (node.op_type == "Squeeze") {
+        std::vector<bool> drop(target.size(), axes.empty());
+        for (int64_t a : axes) {
+          const int64_t axis = a < 0 ? a + rank : a;
+          if (axis < 0 || axis >= rank || target[static_cast<size_t>(axis)] != 1) return false;
+          drop[static_cast<size_t>(axis)] = true;
+        }
+        std::vector<int64_t> kept;
+        for (size_t i = 0; i < target.size(); ++i)
+          if (!(drop[i] && target[i] == 1)) kept.push_back(target[i]);
+        target = kept;
+      } else {
+        const auto out_rank = rank + static_cast<int64_t>(axes.size());
+        std::vector<bool> inserted(static_cast<size_t>(out_rank), false);
+        for (int64_t a : axes) {
+          const int64_t axis = a < 0 ? a + out_rank : a;
+          if (axis < 0 || axis >= out_rank || inserted[static_cast<size_t>(axis)]) return false;
+          inserted[static_cast<size_t>(axis)] = true;
+        }
+        std::vector<int64_t> grown;
+        size_t next = 0;
+        for (size_t i = 0; i < inserted.size(); ++i)
+          grown.push_back(inserted[i] ? 1 : target[next++]);
+        target = grown;
+      }
+      if (!t.reshape(target)) return false;
     } else if (node.op_type == "Gather") {
       auto index = int_constant(node.input(1));
       if (!index || index->size() != 1) return false;

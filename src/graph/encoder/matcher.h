@@ -53,6 +53,18 @@ struct Chain {
   NodeId selector = kNoNode;
   int split_output = 0;  // which output of a Split selector the chain reads
   ValueId fused = kNoValue;
+  // A rotary embedding x cos + rotate_half(x) sin on the way (q and k only): its tables, the
+  // halves' Slices, and how many of `ops` come before it (it must see [B, H, T, head_dim]).
+  struct Rope {
+    ValueId cos = kNoValue, sin = kNoValue;
+    NodeId first_half = kNoNode, second_half = kNoNode;  // Slices [0, dh/2) and [dh/2, dh)
+    size_t at = 0;
+    // ORT's transpose optimizer may move the rotation to another layout of q or k, with
+    // constant tables transposed alike: the perm that takes the tables (as rank 4) back to
+    // [.., T, head_dim] (set by rotary_fits; empty: none).
+    std::vector<int64_t> table_perm;
+  };
+  std::optional<Rope> rope;
 };
 
 struct Attention {
@@ -65,6 +77,8 @@ struct Attention {
   bool fused = false;        // q, k, v are column blocks of one projection
   ValueId bias = kNoValue;   // added to the scaled scores (a padding mask), or none
   bool nan_to_zero = false;  // probabilities that are NaN (a fully masked row) become 0
+  ValueId rope_cos = kNoValue, rope_sin = kNoValue;  // a rotary embedding on q and k, or none
+  std::vector<int64_t> rope_perm;                    // see Chain::Rope::table_perm
 };
 
 // What the embedding found: the stream value the first block reads (before an optional
@@ -122,14 +136,37 @@ class Matcher : public CanonicalGraph {
   // LayerNorms (one op or decomposed) whose input is `x`: their output values.
   std::vector<std::pair<ValueId, Norm>> forward_layernorms(ValueId x, const std::set<NodeId>& skip,
                                                            std::vector<Used>& useds) const;
-  std::optional<EncoderActivation> activation(ValueId z, ValueId& u, Used& used, Fail& why) const;
+  // The MLP activation between fc1's output `u` (found) and `z`. With `glu`, a gated form
+  // (the activation of one half of u times the other half) is accepted and reported there.
+  std::optional<EncoderActivation> activation(ValueId z, ValueId& u, Used& used, Fail& why,
+                                              EncoderGlu* glu = nullptr) const;
+  // Reshape/Transpose/selector/scalar-scale ops back from `v` to a projection; with allow_rope,
+  // one rotary embedding on the way too.
+  // `v` is one half of a linear's output along its last axis (Split in two, or a Slice):
+  // the linear's output and which half (0 first, 1 second).
+  std::optional<std::pair<ValueId, int>> glu_half(ValueId v) const;
   std::optional<Chain> layout_chain(ValueId v, float& scale, Used& used, bool allow_scale,
-                                    bool allow_select = true) const;
+                                    bool allow_select = true, bool allow_rope = false) const;
+  // x cos + rotate_half(x) sin producing `v`: its parts, and x.
+  std::optional<Chain::Rope> rotary(ValueId v, ValueId& x, Used& used) const;
+  // The chain's rotary embedding acts on [1, heads, T, d/heads] of its part (columns from
+  // `offset` of the n-wide projection) and rotates the halves of the head dim.
+  bool rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens, int64_t n,
+                   int64_t offset, const ShapeEnv& env, Fail& why) const;
+  // q's and k's rotations use the same tables (one value, or equal constants once laid out).
+  bool same_rotary(const Chain::Rope& q, const Chain::Rope& k, Fail& why) const;
+  // A constant rotary table laid out as [.., T, head_dim] (through `perm`, when set).
+  std::optional<std::pair<std::vector<float>, std::vector<int64_t>>> rotary_table(
+      ValueId table, const std::vector<int64_t>& perm) const;
   std::optional<int64_t> heads_of(const std::vector<NodeId>& ops) const;
   // Backward from the output projection `o`: merge heads <- P @ V <- Softmax <- Q @ K^T.
   std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why) const;
   std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                Fail& why) const;
+  // The MLP branch added to `mid` (the stream after the attention, or its post-LN): fills the
+  // MLP's fields of L and returns the block's output.
+  std::optional<ValueId> mlp(ValueId mid, int64_t d, EncoderLayerRef& L, Used& used,
+                             Fail& why) const;
   // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.
   SideRef side(ValueId v, Used& used) const;
   // Pulls in the shape arithmetic around the claim; returns a non-shape node that sits between

@@ -53,7 +53,11 @@ std::optional<Claim> Matcher::run_text(NodeId gather, Fail& why) {
   }
   auto claimed = close_claim(emb, s, false, enc, why);
   if (!claimed || !constants_fit(enc, emb.tokens, why)) return std::nullopt;
-  enc.family = "bert";
+  // ModernBERT rotates q and k and gates its MLP; BERT does neither.
+  bool modern = false;
+  for (const EncoderLayerRef& l : enc.layers)
+    modern |= l.rope_cos.present || l.glu != EncoderGlu::kNone;
+  enc.family = modern ? "modernbert" : "bert";
   enc.note =
       "the token embedding (Gather, position and type embeddings, LayerNorm) runs on the "
       "CPU EP";
