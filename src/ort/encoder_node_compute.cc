@@ -89,7 +89,9 @@ Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
     outputs.push_back({ElementType::kFloat32, data, count});
   }
   const ExecContext exec = exec_context(context);
-  if (!verifier_ || count == 0) return run_plan(*plan_, main.value(), side, outputs, exec);
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified || count == 0) {
+    return run_plan(*plan_, main.value(), side, outputs, exec);
+  }
   return verifier_->run(
       outputs,
       [&](const std::vector<NodeOutput>& to) -> Result<bool> {

@@ -114,9 +114,10 @@ NpuflowEp::~NpuflowEp() {
       disabled += verifier->state() == ClaimVerifier::State::kDisabled;
       reference_runs += verifier->reference_runs();
     }
-    verified = str_cat("npuflow verify summary: ", totals_->verifiers.size(),
-                       " claimed nodes checked against the host reference, ", disabled, " disabled, ",
-                       reference_runs, " later runs on the host reference\n", verified);
+    verified =
+        str_cat("npuflow verify summary: ", totals_->verifiers.size(),
+                " claimed nodes checked against the host reference, ", disabled, " disabled, ",
+                reference_runs, " later runs on the host reference\n", verified);
     logger_.verbose(verified);
   }
   if (knobs_.flag("prof")) {

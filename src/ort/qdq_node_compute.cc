@@ -84,8 +84,10 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
   // Lend the session's intra-op thread pool to the device.
   const ExecContext exec = exec_context(context);
-  if (!verifier_ || !kernel_->on_device() || m < binding_.min_rows) {
-    // Unverified, or this run takes the host loop anyway (the reference's own arithmetic).
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||
+      !kernel_->on_device() || m < binding_.min_rows) {
+    // Unverified, verified already, or this run takes the host loop anyway (the reference's own
+    // arithmetic): the plain path, which allocates nothing.
     return run_kernel(*kernel_, a, m, out, exec);
   }
   const ElementType out_type = spec.output ? spec.output->type : ElementType::kFloat32;
