@@ -165,9 +165,8 @@ Status ClaimVerifier::check(const std::vector<NodeOutput>& outputs, const Claime
   measured_ = result.measured;
   if (result.within) {
     logger_.info(str_cat("npu_verify_ok ", node_, ": ", result.measured,
-                         " against the host "
-                         "reference (gate: ",
-                         gate_.describe(), "), checked in ", fixed(check_ms_, "%.1f"), " ms"));
+                         " against the host reference (gate: ", gate_.describe(), "), checked in ",
+                         fixed(check_ms_, "%.1f"), " ms"));
     reference_.reset();
     state_.store(State::kVerified, std::memory_order_release);
     return Status::ok();
@@ -178,8 +177,8 @@ Status ClaimVerifier::check(const std::vector<NodeOutput>& outputs, const Claime
                 static_cast<size_t>(outputs[o].count) * element_size(outputs[o].type));
   }
   logger_.warning(str_cat("npu_verify_failed ", node_,
-                          ": the device's outputs are outside the "
-                          "claim's gate against the host reference (",
+                          ": the device's outputs are outside the claim's gate against the host "
+                          "reference (",
                           result.measured, "; gate: ", gate_.describe(),
                           "); the node is disabled and runs the host reference for the rest of "
                           "the session"));
