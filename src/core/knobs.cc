@@ -41,6 +41,10 @@ constexpr std::array kKnobs = {
     KnobSpec{"sim_fail_every", "NPUFLOW_SIM_FAIL_EVERY", KnobKind::kInt, "0", "0..1000000",
              "sim only, for tests: every Nth accepted device call fails its submit "
              "(ROCKET_E_DEVICE), which the caller must survive by running the host. 0 never."},
+    KnobSpec{"sim_corrupt_every", "NPUFLOW_SIM_CORRUPT_EVERY", KnobKind::kInt, "0", "0..1000000",
+             "sim only, for tests: every Nth accepted device call returns with its first output "
+             "element far off, as a silently miscomputing NPU would; nothing but verify=1 "
+             "notices. 0 never."},
     KnobSpec{"sim_workers", "NPUFLOW_SIM_WORKERS", KnobKind::kInt, "5", "1..8",
              "sim only: worker fds the simulated library splits N across (ROCKET_N_THREADS, "
              "default 5 for 3 cores). The split changes tiling, hence fp16 rounding."},
@@ -57,6 +61,10 @@ constexpr std::array kKnobs = {
     KnobSpec{"cache_mb", "NPUFLOW_CACHE_MB", KnobKind::kInt, "0", "0..16777216",
              "ggml backend: budget in MiB for resident (dequantized, packed) weights; least "
              "recently used ones are dropped beyond it. 0 means no limit."},
+    KnobSpec{"verify", "NPUFLOW_VERIFY", KnobKind::kBool, "0", "",
+             "1 checks each claimed node's first device run against the host reference within "
+             "the claim's gate; a node outside it is disabled for the session (one warning with "
+             "the difference) and runs the host reference from then on."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},

@@ -35,6 +35,34 @@ EncoderNodeCompute::EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan,
                                        EncoderNodeBinding binding)
     : plan_(std::move(plan)), binding_(std::move(binding)) {}
 
+EncoderNodeCompute::EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan,
+                                       EncoderNodeBinding binding,
+                                       std::shared_ptr<const ClaimVerifier> verifier,
+                                       const VitEncoder* reference)
+    : plan_(std::move(plan)),
+      binding_(std::move(binding)),
+      verifier_(std::move(verifier)),
+      reference_(reference) {}
+
+Status EncoderNodeCompute::run_plan(const VitEncoder& plan, const FloatInput& main,
+                                    const std::vector<FloatInput>& side,
+                                    const std::vector<NodeOutput>& outputs,
+                                    const ExecContext& exec) const {
+  std::vector<float*> exits(plan.exit_count(), nullptr);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    exits[static_cast<size_t>(binding_.output_exit[i])] = static_cast<float*>(outputs[i].data);
+  }
+  // Exits no fused output carries (none today) get scratch so the plan can write them.
+  const int64_t count = outputs.empty() ? 0 : outputs[0].count;
+  std::vector<std::vector<float>> spare;
+  for (float*& exit : exits) {
+    if (exit) continue;
+    spare.emplace_back(static_cast<size_t>(count));
+    exit = spare.back().data();
+  }
+  return plan.run(main, side, exits, exec);
+}
+
 Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
   const OrtValue* value = nullptr;
@@ -50,24 +78,30 @@ Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
   }
   auto shape = plan_->output_shape(main.value(), side);
   if (!shape.is_ok()) return shape.status();
-  std::vector<float*> exits(plan_->exit_count(), nullptr);
+  const int64_t count = element_count(shape.value());
+  std::vector<NodeOutput> outputs;
   for (size_t i = 0; i < binding_.output_exit.size(); ++i) {
     OrtValue* output = nullptr;
     NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, i, shape.value().data(),
                                                   shape.value().size(), &output));
     void* data = nullptr;
     NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
-    exits[static_cast<size_t>(binding_.output_exit[i])] = static_cast<float*>(data);
-  }
-  // Exits no fused output carries (none today) get scratch so the plan can write them.
-  std::vector<std::vector<float>> spare;
-  for (float*& exit : exits) {
-    if (exit) continue;
-    spare.emplace_back(static_cast<size_t>(element_count(shape.value())));
-    exit = spare.back().data();
+    outputs.push_back({ElementType::kFloat32, data, count});
   }
   const ExecContext exec = exec_context(context);
-  return plan_->run(main.value(), side, exits, exec);
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified || count == 0) {
+    return run_plan(*plan_, main.value(), side, outputs, exec);
+  }
+  return verifier_->run(
+      outputs,
+      [&](const std::vector<NodeOutput>& to) -> Result<bool> {
+        // The plan's projections run on the device (those it refuses fall back inside it).
+        NPUFLOW_RETURN_IF_ERROR(run_plan(*plan_, main.value(), side, to, exec));
+        return true;
+      },
+      [&](const std::vector<NodeOutput>& to) {
+        return run_plan(*reference_, main.value(), side, to, exec);
+      });
 }
 
 }  // namespace npuflow::ort

@@ -1,5 +1,7 @@
 // The OrtNodeComputeInfo of one fused vision-encoder node: reads the pixels (or the stream) and
 // any runtime side operands, allocates every exit and runs the resident plan (ops/VitEncoder).
+// With `verify`, the same plan built on the host device is the reference a ClaimVerifier checks
+// the first run against.
 #pragma once
 
 #include <memory>
@@ -7,6 +9,7 @@
 
 #include "ops/vit_encoder.h"
 #include "ort/fused_node_compute.h"
+#include "route/claim_verifier.h"
 
 namespace npuflow::ort {
 
@@ -19,12 +22,22 @@ struct EncoderNodeBinding {
 class EncoderNodeCompute final : public FusedNodeCompute {
  public:
   EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan, EncoderNodeBinding binding);
+  // Verified: reference is the same encoder planned on the host device, kept alive by the
+  // verifier for as long as it may run.
+  EncoderNodeCompute(std::shared_ptr<const VitEncoder> plan, EncoderNodeBinding binding,
+                     std::shared_ptr<const ClaimVerifier> verifier, const VitEncoder* reference);
 
  private:
   Status compute(OrtKernelContext* context) const override;
+  // Runs `plan` writing the fused node's outputs into `outputs` (scratch for other exits).
+  Status run_plan(const VitEncoder& plan, const FloatInput& main,
+                  const std::vector<FloatInput>& side, const std::vector<NodeOutput>& outputs,
+                  const ExecContext& exec) const;
 
   std::shared_ptr<const VitEncoder> plan_;
   EncoderNodeBinding binding_;
+  std::shared_ptr<const ClaimVerifier> verifier_;  // null: not verified
+  const VitEncoder* reference_ = nullptr;
 };
 
 }  // namespace npuflow::ort

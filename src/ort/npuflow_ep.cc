@@ -12,10 +12,12 @@
 #include "graph/encoder_matcher.h"
 #include "graph/gemm_census.h"
 #include "graph/qdq_matcher.h"
+#include "host/host_device.h"
 #include "ops/rotary.h"
 #include "ort/encoder_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
+#include "route/claim_verifier.h"
 #include "route/device_selection.h"
 
 namespace npuflow::ort {
@@ -23,6 +25,7 @@ namespace npuflow::ort {
 struct NpuflowEp::Totals {
   std::vector<std::shared_ptr<const QdqMatMul>> kernels;
   std::vector<std::shared_ptr<const VitEncoder>> encoders;
+  std::vector<std::shared_ptr<const ClaimVerifier>> verifiers;
 };
 
 namespace {
@@ -60,21 +63,32 @@ Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* se
   auto knobs = Knobs::resolve(provider_option_lookup(session_options));
   if (!knobs.is_ok()) return knobs.status();
   Logger logger = make_ort_logger(knobs.value().log_level(), session_logger);
-  auto device = create_device(device_config_from(knobs.value()));
+  const DeviceConfig config = device_config_from(knobs.value());
+  auto device = create_device(config);
   if (!device.is_ok()) return device.status();
   std::shared_ptr<Device> shared_device = std::move(device.value().device);
+  // The host is the reference itself: verifying it against itself would prove nothing.
+  std::shared_ptr<Device> reference;
+  if (knobs.value().flag("verify") && shared_device->name() != "host") {
+    reference = std::make_shared<HostDevice>(config.options);
+  }
   logger.info(str_cat("session created on ", shared_device->description(), " (",
                       device.value().reason, "), min_rows=", knobs.value().integer("min_rows"),
-                      ", qdq=", knobs.value().text("qdq")));
-  return std::unique_ptr<NpuflowEp>(
-      new NpuflowEp(std::move(knobs).value(), std::move(logger), std::move(shared_device)));
+                      ", qdq=", knobs.value().text("qdq"), ", verify=",
+                      reference                      ? "1 (against the host)"
+                      : knobs.value().flag("verify") ? "1 (nothing to check on the host)"
+                                                     : "0"));
+  return std::unique_ptr<NpuflowEp>(new NpuflowEp(std::move(knobs).value(), std::move(logger),
+                                                  std::move(shared_device), std::move(reference)));
 }
 
-NpuflowEp::NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device)
+NpuflowEp::NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device,
+                     std::shared_ptr<Device> reference_device)
     : OrtEp{},
       knobs_(std::move(knobs)),
       logger_(std::move(logger)),
       device_(std::move(device)),
+      reference_device_(std::move(reference_device)),
       totals_(new Totals) {
   ort_version_supported = api().version;
   GetName = GetNameImpl;
@@ -94,9 +108,24 @@ NpuflowEp::~NpuflowEp() {
       "session summary: ", totals_->kernels.size(), " fused QDQ MatMuls on ", device_->name(), ", ",
       device_calls, " device calls, ", host_calls, " host-rows calls, ", fallbacks, " fallbacks");
   logger_.verbose(summary);
+  std::string verified;
+  if (reference_device_) {
+    int64_t disabled = 0, reference_runs = 0;
+    for (const auto& verifier : totals_->verifiers) {
+      verified += verifier->profile_line() + "\n";
+      disabled += verifier->state() == ClaimVerifier::State::kDisabled;
+      reference_runs += verifier->reference_runs();
+    }
+    verified =
+        str_cat("npuflow verify summary: ", totals_->verifiers.size(),
+                " claimed nodes checked against the host reference, ", disabled, " disabled, ",
+                reference_runs, " later runs on the host reference\n", verified);
+    logger_.verbose(verified);
+  }
   if (knobs_.flag("prof")) {
     // NPUFLOW_PROF=1 asked for this at exit whatever the log level: straight to stderr.
-    std::fprintf(stderr, "npuflow %s\n%s", summary.c_str(), device_->profile_report().c_str());
+    std::fprintf(stderr, "npuflow %s\n%s%s", summary.c_str(), device_->profile_report().c_str(),
+                 verified.c_str());
     std::fflush(stderr);
   }
 }
@@ -273,11 +302,13 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
         str_cat("activation '", claim.activation_name, "' is not an input of the fused node"));
   }
 
+  binding.min_rows = knobs_.integer("min_rows");
+
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
   auto kernel =
       QdqMatMul::create(fused_name ? fused_name : claim.matmul_output, claim.spec, weight.data,
-                        claim.weight_type, device_, knobs_.integer("min_rows"), logger_);
+                        claim.weight_type, device_, binding.min_rows, logger_);
   if (!kernel.is_ok()) return kernel.status();
   std::shared_ptr<const QdqMatMul> shared = std::move(kernel).value();
   logger_.verbose(str_cat("compiled ", fused_name ? fused_name : "?", ": k=", claim.spec.k,
@@ -285,6 +316,22 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
                           " zp_x=", claim.spec.x_zero_point, " resident=", shared->resident_bytes(),
                           " bytes"));
   totals_->kernels.push_back(shared);
+  if (reference_device_) {
+    // The same group on the host: exact integers, the answer the device must give bit for bit.
+    auto reference = QdqMatMul::create(str_cat(fused_name ? fused_name : "", "/reference"),
+                                       claim.spec, weight.data, claim.weight_type,
+                                       reference_device_, binding.min_rows, logger_);
+    if (!reference.is_ok()) return reference.status();
+    std::shared_ptr<const QdqMatMul> ref = std::move(reference).value();
+    const QdqMatMul* ref_plan = ref.get();
+    auto verifier = std::make_shared<const ClaimVerifier>(
+        str_cat("QDQ MatMul '", claim.matmul_output, "' (fused node '",
+                fused_name ? fused_name : "?", "')"),
+        ClaimGate::bit_exact(), logger_, std::move(ref));
+    totals_->verifiers.push_back(verifier);
+    *out = new QdqNodeCompute(std::move(shared), binding, std::move(verifier), ref_plan);
+    return Status::ok();
+  }
   *out = new QdqNodeCompute(std::move(shared), binding);
   return Status::ok();
 }
@@ -489,6 +536,23 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
                           claim.layers.size(), " layers, d=", claim.hidden, ", ", claim.heads,
                           " heads, resident=", shared->resident_bytes(), " bytes"));
   totals_->encoders.push_back(shared);
+  if (reference_device_) {
+    // The same encoder planned on the host (fp32 throughout), built now while the graph's
+    // constants are still readable.
+    auto reference =
+        VitEncoder::create(str_cat(shared->name(), "/reference"), spec, reference_device_, logger_);
+    if (!reference.is_ok()) return reference.status();
+    std::shared_ptr<const VitEncoder> ref = std::move(reference).value();
+    const VitEncoder* ref_plan = ref.get();
+    auto verifier = std::make_shared<const ClaimVerifier>(
+        str_cat(claim.family, " encoder (", claim.layers.size(), " layers, fused node '",
+                shared->name(), "')"),
+        ClaimGate::for_float_device(device_->float_compute_type()), logger_, std::move(ref));
+    totals_->verifiers.push_back(verifier);
+    *out = new EncoderNodeCompute(std::move(shared), std::move(binding), std::move(verifier),
+                                  ref_plan);
+    return Status::ok();
+  }
   *out = new EncoderNodeCompute(std::move(shared), std::move(binding));
   return Status::ok();
 }

@@ -1,5 +1,6 @@
-// The OrtEp of one session: reads the knobs, claims QDQ MatMul groups in GetCapability and
-// compiles each fused node into a QdqMatMul kernel.
+// The OrtEp of one session: reads the knobs, claims QDQ MatMul groups and encoders in
+// GetCapability and compiles each fused node into a kernel (with `verify`, also its host
+// reference and the ClaimVerifier that checks one against the other).
 #pragma once
 
 #include <map>
@@ -26,7 +27,8 @@ class NpuflowEp : public OrtEp {
   const Logger& logger() const { return logger_; }
 
  private:
-  NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device);
+  NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device,
+            std::shared_ptr<Device> reference_device);
 
   Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
@@ -47,6 +49,7 @@ class NpuflowEp : public OrtEp {
   Knobs knobs_;
   Logger logger_;
   std::shared_ptr<Device> device_;
+  std::shared_ptr<Device> reference_device_;  // the host, when `verify` checks another device
   std::mutex mutex_;
   std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;

@@ -25,6 +25,23 @@ ElementType from_onnx_8bit_or_float(ONNXTensorElementDataType type) {
 QdqNodeCompute::QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeBinding binding)
     : kernel_(std::move(kernel)), binding_(binding) {}
 
+QdqNodeCompute::QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeBinding binding,
+                               std::shared_ptr<const ClaimVerifier> verifier,
+                               const QdqMatMul* reference)
+    : kernel_(std::move(kernel)),
+      binding_(binding),
+      verifier_(std::move(verifier)),
+      reference_(reference) {}
+
+Status QdqNodeCompute::run_kernel(const QdqMatMul& kernel, const void* a, int64_t m, void* out,
+                                  const ExecContext& exec) const {
+  if (binding_.activation_dequantized) {
+    return kernel.run_from_dequantized(static_cast<const float*>(a), binding_.activation_type, m,
+                                       out, exec);
+  }
+  return kernel.run(a, binding_.activation_type, m, out, exec);
+}
+
 Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
   const QdqGemmSpec& spec = kernel_->spec();
@@ -67,11 +84,26 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
   // Lend the session's intra-op thread pool to the device.
   const ExecContext exec = exec_context(context);
-  if (binding_.activation_dequantized) {
-    return kernel_->run_from_dequantized(static_cast<const float*>(a), binding_.activation_type, m,
-                                         out, exec);
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||
+      !kernel_->on_device() || m < binding_.min_rows) {
+    // Unverified, verified already, or this run takes the host loop anyway (the reference's own
+    // arithmetic): the plain path, which allocates nothing.
+    return run_kernel(*kernel_, a, m, out, exec);
   }
-  return kernel_->run(a, binding_.activation_type, m, out, exec);
+  const ElementType out_type = spec.output ? spec.output->type : ElementType::kFloat32;
+  const std::vector<NodeOutput> outputs = {{out_type, out, m * spec.n}};
+  return verifier_->run(
+      outputs,
+      [&](const std::vector<NodeOutput>& to) -> Result<bool> {
+        // While the node is pending only the checking run calls the device through this
+        // kernel (smaller runs take the host loop), so a change in its device count is ours.
+        const int64_t before = kernel_->counters().device_calls.load();
+        NPUFLOW_RETURN_IF_ERROR(run_kernel(*kernel_, a, m, to[0].data, exec));
+        return kernel_->counters().device_calls.load() > before;
+      },
+      [&](const std::vector<NodeOutput>& to) {
+        return run_kernel(*reference_, a, m, to[0].data, exec);
+      });
 }
 
 }  // namespace npuflow::ort

@@ -16,6 +16,7 @@ DeviceConfig device_config_from(const Knobs& knobs) {
   config.options.threads = static_cast<int>(knobs.integer("threads"));
   config.sim.workers = static_cast<int>(knobs.integer("sim_workers"));
   config.sim.fail_every = knobs.integer("sim_fail_every");
+  config.sim.corrupt_every = knobs.integer("sim_corrupt_every");
   config.sim.kacc = *sim::parse_kacc_mode(knobs.text("sim_kacc"));
   return config;
 }

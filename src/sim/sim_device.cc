@@ -127,10 +127,12 @@ SimDevice::~SimDevice() = default;
 
 std::string SimDevice::description() const {
   const SimOptions& o = state_->options;
-  return str_cat("sim (RK3588 NPU simulator: ", kCores, " cores, ", o.workers,
-                 " worker fds, fp16 KACC ", kacc_mode_name(o.kacc), ", ", o.iova_bytes_per_fd >> 20,
-                 " MiB IOVA per fd",
-                 o.fail_every > 0 ? str_cat(", every ", o.fail_every, "th submit fails") : "", ")");
+  return str_cat(
+      "sim (RK3588 NPU simulator: ", kCores, " cores, ", o.workers, " worker fds, fp16 KACC ",
+      kacc_mode_name(o.kacc), ", ", o.iova_bytes_per_fd >> 20, " MiB IOVA per fd",
+      o.fail_every > 0 ? str_cat(", every ", o.fail_every, "th submit fails") : "",
+      o.corrupt_every > 0 ? str_cat(", every ", o.corrupt_every, "th call's output corrupted") : "",
+      ")");
 }
 
 const SimOptions& SimDevice::options() const {
@@ -224,7 +226,21 @@ Result<std::unique_ptr<SimWeight>> prepare_weight(SimDevice::State& state,
 struct CallPlan {
   std::vector<WorkerSlice> slices;
   CostEstimate cost;
+  bool corrupt = false;  // corrupt_every picked this call: its first output element goes wrong
 };
+
+namespace {
+
+// A wrong answer far from the right one, whatever its sign: the opposite sign, 2^28 away (int32
+// accumulators) or 1024 + 5|v| away (floats), so no epilogue or gate can absorb it.
+int32_t corrupted(int32_t value) {
+  return value >= 0 ? value - (int32_t{1} << 28) : value + (int32_t{1} << 28);
+}
+float corrupted(float value) {
+  return value >= 0 ? -4.0f * value - 1024.0f : -4.0f * value + 1024.0f;
+}
+
+}  // namespace
 
 static Result<CallPlan> begin_call(SimDevice::State& state, const SimWeight& w, int64_t m,
                                    int64_t output_bytes, void* c, size_t c_bytes) {
@@ -291,6 +307,10 @@ static Result<CallPlan> begin_call(SimDevice::State& state, const SimWeight& w, 
                           " (sim_fail_every=", o.fail_every, ")"));
   }
   SimProfile& p = state.profile;
+  if (o.corrupt_every > 0 && index % o.corrupt_every == 0) {
+    call.corrupt = true;
+    p.corrupted++;
+  }
   p.submits += call.cost.jobs;
   p.tiles += call.cost.tiles;
   p.bytes_packed += call.cost.bytes_packed;
@@ -376,6 +396,7 @@ Status SimDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const 
       dst[col] = static_cast<int32_t>(value);
     }
   }
+  if (call.value().corrupt && m > 0 && n > 0) c[0] = corrupted(c[0]);
   return Status::ok();
 }
 
@@ -440,6 +461,15 @@ Status SimDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& pw
                   static_cast<size_t>(n) * c_element);
     }
   }
+  if (call.value().corrupt && m > 0 && n > 0) {
+    if (fp32_out) {
+      float* first = static_cast<float*>(c);
+      *first = corrupted(*first);
+    } else {
+      uint16_t* first = static_cast<uint16_t*>(c);
+      *first = float_to_half_bits(corrupted(half_bits_to_float(*first)));
+    }
+  }
   return Status::ok();
 }
 
@@ -495,6 +525,7 @@ Status SimDevice::gemm_int4(const int8_t* a, int64_t m, const PackedWeight& pw, 
       std::memcpy(c + row * n, out + row * np, static_cast<size_t>(n) * sizeof(int32_t));
     }
   }
+  if (call.value().corrupt && m > 0 && n > 0) c[0] = corrupted(c[0]);
   return Status::ok();
 }
 
@@ -554,18 +585,24 @@ Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t
       std::memcpy(c + row * n, out + row * np, static_cast<size_t>(n) * sizeof(float));
     }
   }
+  if (call.value().corrupt && m > 0 && n > 0) c[0] = corrupted(c[0]);
   return Status::ok();
 }
 
 std::string SimDevice::profile_report() const {
   const SimProfile p = profile();
-  return str_cat("npuflow sim profile: ", p.calls, " calls (", p.refused, " refused, ", p.failed,
-                 " failed submits), ", p.submits, " submits, ", p.tiles, " tiles; ", p.weights,
-                 " weights resident (", mib(p.resident_bytes), " over ", state_->options.workers,
-                 " fds)\n  packed ", mib(p.bytes_packed), ", read back ", mib(p.bytes_read_back),
-                 "; modelled RK3588: device ", p.device_ms, " ms + host ", p.host_ms,
-                 " ms = ", p.device_ms + p.host_ms, " ms (its CPU alone: ", p.cpu_ms,
-                 " ms); emulation here ", p.emulation_ms, " ms wall\n");
+  return str_cat(
+      "npuflow sim profile: ", p.calls, " calls (", p.refused, " refused, ", p.failed,
+      " failed submits), ", p.submits, " submits, ", p.tiles, " tiles; ", p.weights,
+      " weights resident (", mib(p.resident_bytes), " over ", state_->options.workers,
+      " fds)\n  packed ", mib(p.bytes_packed), ", read back ", mib(p.bytes_read_back),
+      "; modelled RK3588: device ", p.device_ms, " ms + host ", p.host_ms,
+      " ms = ", p.device_ms + p.host_ms, " ms (its CPU alone: ", p.cpu_ms, " ms); emulation here ",
+      p.emulation_ms, " ms wall\n",
+      state_->options.corrupt_every > 0
+          ? str_cat("  corrupted ", p.corrupted, " call outputs on purpose (sim_corrupt_every=",
+                    state_->options.corrupt_every, ")\n")
+          : std::string());
 }
 
 }  // namespace npuflow::sim

@@ -30,6 +30,9 @@ struct SimOptions {
   int workers = 5;                 // worker fds (ROCKET_N_THREADS default), 1..8
   KAccMode kacc = KAccMode::kNpu;  // fp16 K accumulation (`sim_kacc`)
   int64_t fail_every = 0;          // every Nth accepted call fails its submit; 0: never
+  // Tests only: every Nth accepted call returns with its first output element far off (a wrong
+  // answer with a success status, which only a check against the host reference catches).
+  int64_t corrupt_every = 0;
   uint64_t iova_bytes_per_fd = kIovaBytesPerFd;
   bool pad_weights = true;     // false: misaligned K/N weights are refused
   bool asym = true;            // fp16 ASYM tiling (library default on)
@@ -38,10 +41,11 @@ struct SimOptions {
 };
 
 struct SimProfile {
-  int64_t calls = 0;    // accepted GEMM calls (failed ones included)
-  int64_t refused = 0;  // contract, tiling or IOVA refusals
-  int64_t failed = 0;   // injected submit failures
-  int64_t submits = 0;  // jobs (<= 64 tiles each), all fds
+  int64_t calls = 0;      // accepted GEMM calls (failed ones included)
+  int64_t refused = 0;    // contract, tiling or IOVA refusals
+  int64_t failed = 0;     // injected submit failures
+  int64_t corrupted = 0;  // calls whose output was corrupted on purpose (corrupt_every)
+  int64_t submits = 0;    // jobs (<= 64 tiles each), all fds
   int64_t tiles = 0;
   int64_t weights = 0;  // resident now
   int64_t resident_bytes = 0;

@@ -27,13 +27,15 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   auto sim = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "sim"},
                                                           {"NPUFLOW_SIM_WORKERS", "3"},
                                                           {"NPUFLOW_SIM_KACC", "host"},
-                                                          {"NPUFLOW_SIM_FAIL_EVERY", "7"}})));
+                                                          {"NPUFLOW_SIM_FAIL_EVERY", "7"},
+                                                          {"NPUFLOW_SIM_CORRUPT_EVERY", "5"}})));
   ASSERT_TRUE(sim.is_ok());
   EXPECT_EQ(sim.value().device->name(), "sim");
   const auto& options = static_cast<const sim::SimDevice&>(*sim.value().device).options();
   EXPECT_EQ(options.workers, 3);
   EXPECT_EQ(options.kacc, sim::KAccMode::kHost);
   EXPECT_EQ(options.fail_every, 7);
+  EXPECT_EQ(options.corrupt_every, 5);
   EXPECT_EQ(sim.value().device->row_multiple(ElementType::kInt8), 4);
 }
 

@@ -3,8 +3,11 @@
 // pads rows, runs out of IOVA or fails a submit (the same exact output every time).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
+#include "core/fp16.h"
 #include "host/host_device.h"
 #include "quant/qdq_matmul.h"
 #include "sim/rk3588_contract.h"
@@ -268,6 +271,56 @@ TEST(SimQdq, AFailedSubmitLeavesGarbageThatTheFallbackOverwrites) {
   Status status = sim.gemm_int8(a.data(), ElementType::kInt8, 4, *packed.value(), c.data(), {});
   EXPECT_EQ(status.code(), StatusCode::kDeviceFailure);
   EXPECT_EQ(c[0], 0x5a5a5a5a);
+}
+
+TEST(SimQdq, CorruptedCallsSucceedWithTheirFirstElementFarOff) {
+  SimOptions options;
+  options.corrupt_every = 2;
+  SimDevice sim(options);
+  HostDevice host{DeviceOptions{}};
+  const auto w = random_int8(64 * 32, 10);
+  auto packed = sim.pack_int8_weight(w.data(), 64, 32);
+  auto reference = host.pack_int8_weight(w.data(), 64, 32);
+  ASSERT_TRUE(packed.is_ok() && reference.is_ok());
+  const auto a = random_int8(4 * 64, 11);
+  std::vector<int32_t> expected(4 * 32);
+  ASSERT_TRUE(
+      host.gemm_int8(a.data(), ElementType::kInt8, 4, *reference.value(), expected.data(), {})
+          .is_ok());
+  for (int call = 1; call <= 4; ++call) {
+    std::vector<int32_t> c(4 * 32, 0);
+    ASSERT_TRUE(
+        sim.gemm_int8(a.data(), ElementType::kInt8, 4, *packed.value(), c.data(), {}).is_ok());
+    const bool corrupt = call % 2 == 0;
+    EXPECT_EQ(std::abs(int64_t{c[0]} - expected[0]) >= (1 << 27), corrupt) << "call " << call;
+    EXPECT_TRUE(std::equal(c.begin() + 1, c.end(), expected.begin() + 1)) << "call " << call;
+  }
+  EXPECT_EQ(sim.profile().corrupted, 2);
+  EXPECT_EQ(sim.profile().failed, 0);
+  EXPECT_NE(sim.profile_report().find("corrupted 2 call outputs"), std::string::npos);
+}
+
+TEST(SimFp16, CorruptedCallsMoveTheirFirstElementFarOff) {
+  SimOptions options;
+  options.corrupt_every = 1;
+  SimDevice sim(options);
+  SimDevice clean;
+  std::vector<uint16_t> w(64 * 32), a(256 * 64);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = float_to_half_bits(0.01f * static_cast<float>(i % 13));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float_to_half_bits(0.1f * static_cast<float>(i % 5));
+  auto packed = sim.pack_fp16_weight(w.data(), 64, 32);
+  auto clean_packed = clean.pack_fp16_weight(w.data(), 64, 32);
+  ASSERT_TRUE(packed.is_ok() && clean_packed.is_ok());
+  std::vector<float> got(256 * 32), expected(256 * 32);
+  ASSERT_TRUE(
+      sim.gemm_fp16(a.data(), 256, *packed.value(), got.data(), ElementType::kFloat32, {}).is_ok());
+  ASSERT_TRUE(clean
+                  .gemm_fp16(a.data(), 256, *clean_packed.value(), expected.data(),
+                             ElementType::kFloat32, {})
+                  .is_ok());
+  EXPECT_GE(std::fabs(got[0] - expected[0]), 1024.0f);
+  EXPECT_TRUE(std::equal(got.begin() + 1, got.end(), expected.begin() + 1));
 }
 
 }  // namespace
