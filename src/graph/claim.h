@@ -61,6 +61,9 @@ struct SideRef {
   std::string constant;        // a constant initializer ("" if not constant)
   std::string gather_indices;  // with `constant` as the table: rows gathered at compile time
   std::string runtime;         // else the fused node's input of that name
+  // Else values the matcher derived from constants (a rotary table read off its subgraph).
+  std::vector<float> values;
+  std::vector<int64_t> values_shape;
 };
 struct EncoderLayerRef {
   bool pre_norm = true;

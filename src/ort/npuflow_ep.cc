@@ -428,6 +428,11 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
       binding.side_inputs.push_back(*index);
       return Status::ok();
     }
+    if (!s.values.empty()) {  // derived by the matcher
+      owned.push_back(s.values);
+      operand.constant = FloatRef{owned.back().data(), s.values_shape};
+      return Status::ok();
+    }
     FloatRef table = ref(s.constant);
     if (s.gather_indices.empty()) {
       operand.constant = table;

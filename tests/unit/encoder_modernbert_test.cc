@@ -20,6 +20,10 @@ enum class Rotation {
   kOnlyQ,          // near miss: k is not rotated
   kOtherKTables,   // near miss: k rotated by other tables than q
   kPerHeadTable,   // near miss: tables [1, H, T, dh] (one per head)
+  // ORT's transpose optimizer's form: x * cos computed as [B, T, H, dh] (a transposed table)
+  // and transposed back, rotate_half(x) * sin in place.
+  kMixedLayouts,
+  kMixedPerHead,  // near miss: the same with a different cos table per head
 };
 
 struct RopeSpec {
@@ -54,8 +58,26 @@ ValueId rotate(TestGraph& g, ValueId x, ValueId cos, ValueId sin, const RopeSpec
   const bool swapped = s.rotation == Rotation::kSwappedHalves;
   const ValueId neg = g.op("Neg", {swapped ? lo : hi}, swapped ? lo_shape : hi_shape);
   const ValueId cat = g.op("Concat", {neg, swapped ? hi : lo}, shape, {{"axis", integer(-1)}});
-  const ValueId a = g.op("Mul", {x, cos}, shape);
   const ValueId b = g.op("Mul", {cat, sin}, shape);
+  if (s.rotation == Rotation::kMixedLayouts || s.rotation == Rotation::kMixedPerHead) {
+    // cos as [1, T, 1 or H, dh]: the canonical table transposed.
+    const int64_t h = shape[1], t = shape[2];
+    const int64_t tables = s.rotation == Rotation::kMixedPerHead ? h : 1;
+    const std::vector<int64_t> bthd = {1, t, h, dh};
+    const auto* canonical = static_cast<const float*>(g.info(cos).constant->data);
+    std::vector<float> data(static_cast<size_t>(t * tables * dh));
+    for (int64_t tt = 0; tt < t; ++tt)
+      for (int64_t hh = 0; hh < tables; ++hh)
+        for (int64_t c = 0; c < dh; ++c)
+          data[static_cast<size_t>((tt * tables + hh) * dh + c)] =
+              canonical[tt * dh + c] + 0.01f * static_cast<float>(hh);
+    const ValueId cos_t = g.floats({1, t, tables, dh}, data);
+    const ValueId x_t = g.op("Transpose", {x}, bthd, {{"perm", ints({0, 2, 1, 3})}});
+    const ValueId a_t = g.op("Mul", {x_t, cos_t}, bthd);
+    const ValueId a = g.op("Transpose", {a_t}, shape, {{"perm", ints({0, 2, 1, 3})}});
+    return g.op("Add", {a, b}, shape);
+  }
+  const ValueId a = g.op("Mul", {x, cos}, shape);
   return g.op("Add", {a, b}, shape);
 }
 
@@ -128,6 +150,22 @@ TEST(EncoderRotary, RotateHalfOnQAndKAfterAFusedSliceSqueezeSplit) {
   }
 }
 
+TEST(EncoderRotary, MixedLayoutsAreProbedAndTheTablesReadOff) {
+  RopeSpec s;
+  s.rotation = Rotation::kMixedLayouts;
+  auto p = probe(s);
+  ASSERT_TRUE(p.att) << p.why.reason << ": " << p.why.detail;
+  // The tables come as [T, dh] data read off the region, equal to the graph's canonical ones.
+  EXPECT_EQ(p.att->rope_cos, kNoValue);
+  const int64_t dh = s.d / s.heads;
+  ASSERT_EQ(p.att->rope_cos_values.size(), static_cast<size_t>(s.t * dh));
+  ASSERT_EQ(p.att->rope_sin_values.size(), static_cast<size_t>(s.t * dh));
+  for (size_t i = 0; i < p.att->rope_cos_values.size(); ++i) {
+    EXPECT_FLOAT_EQ(p.att->rope_cos_values[i], std::cos(0.37f * static_cast<float>(i)));
+    EXPECT_FLOAT_EQ(p.att->rope_sin_values[i], std::cos(0.37f * static_cast<float>(i) + 1.0f));
+  }
+}
+
 TEST(EncoderRotary, RuntimeTablesAndAMaskBias) {
   RopeSpec s;
   s.runtime_tables = true;
@@ -150,7 +188,7 @@ TEST(EncoderRotary, RefusesNearMisses) {
   const std::pair<Rotation, const char*> cases[] = {
       {Rotation::kSwappedHalves, "rotary_halves"}, {Rotation::kQuarterSplit, "rotary_halves"},
       {Rotation::kOnlyQ, "rotary_layout"},         {Rotation::kOtherKTables, "rotary_layout"},
-      {Rotation::kPerHeadTable, "rotary_table"},
+      {Rotation::kPerHeadTable, "rotary_table"},   {Rotation::kMixedPerHead, "rotary_layout"},
   };
   for (const auto& [rotation, reason] : cases) {
     RopeSpec s;

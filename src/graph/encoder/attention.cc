@@ -31,6 +31,7 @@ std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, 
     if (allow_rope && !chain.rope && node.op_type == "Add") {
       ValueId x = kNoValue;
       auto rope = rotary(v, x, local);
+      if (!rope) rope = region_rotary(v, chain.ops, x, local);
       if (!rope) return std::nullopt;
       rope->at = chain.ops.size();
       chain.rope = rope;
@@ -63,7 +64,7 @@ std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, 
       }
       local.insert(local.end(), s.begin(), s.end());
       local.push_back(p);
-    } else if (node.op_type == "Identity") {
+    } else if (node.op_type == "Identity" || is_noop_cast(p)) {
       local.push_back(p);
       v = node.input(0);
     } else {
@@ -395,7 +396,10 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
        !rotary_fits(*k, att.heads, d, t, n, fused ? d : 0, env, why) ||
        !same_rotary(*q->rope, *k->rope, why)))
     return std::nullopt;
-  if (q->rope) {
+  if (q->rope && q->rope->probed) {
+    att.rope_cos_values = q->rope->cos_values;
+    att.rope_sin_values = q->rope->sin_values;
+  } else if (q->rope) {
     att.rope_cos = q->rope->cos;
     att.rope_sin = q->rope->sin;
     att.rope_perm = q->rope->table_perm;

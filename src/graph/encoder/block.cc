@@ -56,6 +56,13 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.rope_cos = att->rope_cos == kNoValue ? SideRef{} : side(att->rope_cos, local);
     L.rope_sin = att->rope_sin == kNoValue ? SideRef{} : side(att->rope_sin, local);
     L.rope_perm = att->rope_perm;
+    if (!att->rope_cos_values.empty()) {  // probed tables: [T, head_dim] data
+      const int64_t head_dim = att->d / att->heads;
+      const std::vector<int64_t> shape = {
+          static_cast<int64_t>(att->rope_cos_values.size()) / head_dim, head_dim};
+      L.rope_cos = SideRef{true, "", "", "", att->rope_cos_values, shape};
+      L.rope_sin = SideRef{true, "", "", "", att->rope_sin_values, shape};
+    }
     const int64_t d = att->d;
     // The norms around this attention: post-LN (BERT) or pre-LN whose attention reads the
     // stream itself (ModernBERT's first layer) when the attention reads h; else pre-LN.

@@ -365,6 +365,8 @@ bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops, int 
         e = std::clamp<int64_t>(e, b, dim);
         if (!t.select(axis, b, e - b, false)) return false;
       }
+    } else if (node.op_type == "Identity" || is_noop_cast(n)) {
+      // Moves nothing.
     } else if (node.op_type == "Squeeze" || node.op_type == "Unsqueeze") {
       // Axes from the input (opset 13+) or the attribute; Squeeze without axes drops every 1.
       std::vector<int64_t> axes;

@@ -63,6 +63,14 @@ struct Chain {
     // constant tables transposed alike: the perm that takes the tables (as rank 4) back to
     // [.., T, head_dim] (set by rotary_fits; empty: none).
     std::vector<int64_t> table_perm;
+    // Probed: a rotation written across layouts (ORT moved part of it past a Transpose) whose
+    // tables are constants: the region's nodes, its input, and the layout ops of its x * cos
+    // branch (in chain.ops at `at`); the canonical [T, head_dim] tables are read off it.
+    bool probed = false;
+    std::vector<NodeId> region;
+    ValueId root = kNoValue, output = kNoValue;
+    size_t layout_ops = 0;
+    std::vector<float> cos_values, sin_values;
   };
   std::optional<Rope> rope;
 };
@@ -77,8 +85,9 @@ struct Attention {
   bool fused = false;        // q, k, v are column blocks of one projection
   ValueId bias = kNoValue;   // added to the scaled scores (a padding mask), or none
   bool nan_to_zero = false;  // probabilities that are NaN (a fully masked row) become 0
-  ValueId rope_cos = kNoValue, rope_sin = kNoValue;  // a rotary embedding on q and k, or none
-  std::vector<int64_t> rope_perm;                    // see Chain::Rope::table_perm
+  ValueId rope_cos = kNoValue, rope_sin = kNoValue;     // a rotary embedding on q and k, or none
+  std::vector<int64_t> rope_perm;                       // see Chain::Rope::table_perm
+  std::vector<float> rope_cos_values, rope_sin_values;  // probed tables [T, head_dim]
 };
 
 // What the embedding found: the stream value the first block reads (before an optional
@@ -149,10 +158,25 @@ class Matcher : public CanonicalGraph {
                                     bool allow_select = true, bool allow_rope = false) const;
   // x cos + rotate_half(x) sin producing `v`: its parts, and x.
   std::optional<Chain::Rope> rotary(ValueId v, ValueId& x, Used& used) const;
+  ValueId before_noop_casts(ValueId v) const;
+  // The rotation producing `v` found by its region rather than its form (rotary_probe.cc):
+  // pushes its x * cos branch's layout ops onto `ops` (backward) and returns x.
+  std::optional<Chain::Rope> region_rotary(ValueId v, std::vector<NodeId>& ops, ValueId& x,
+                                           Used& used) const;
+  // Reads the canonical tables off a region rotation whose input has the layout `root` (the
+  // replayed source indices of a [1, T, n] projection; the part at `offset`), and checks the
+  // region computes x cos + rotate_half(x) sin with them.
+  bool probe_rotary(Chain::Rope& rope, const std::vector<NodeId>& layout_ops,
+                    const IndexTensor& root, int64_t heads, int64_t d, int64_t tokens, int64_t n,
+                    int64_t offset, Fail& why) const;
   // The chain's rotary embedding acts on [1, heads, T, d/heads] of its part (columns from
   // `offset` of the n-wide projection) and rotates the halves of the head dim.
   bool rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens, int64_t n,
                    int64_t offset, const ShapeEnv& env, Fail& why) const;
+  // A rotation's constant tables as [T, head_dim] data (probed, or laid out); nullopt when they
+  // are runtime values.
+  std::optional<std::pair<std::vector<float>, std::vector<float>>> canonical_tables(
+      const Chain::Rope& rope) const;
   // q's and k's rotations use the same tables (one value, or equal constants once laid out).
   bool same_rotary(const Chain::Rope& q, const Chain::Rope& k, Fail& why) const;
   // A constant rotary table laid out as [.., T, head_dim] (through `perm`, when set).

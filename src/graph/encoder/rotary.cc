@@ -5,6 +5,7 @@
 #include "ops/rotary.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/strings.h"
 #include "graph/encoder/matcher.h"
@@ -18,6 +19,12 @@ int64_t normalized(int64_t axis, int64_t rank) {
 }
 
 }  // namespace
+
+ValueId Matcher::before_noop_casts(ValueId v) const {
+  for (NodeId p = producer(v); p != kNoNode && is_noop_cast(p); p = producer(v))
+    v = g_.node(p).input(0);
+  return v;
+}
 
 std::optional<Chain::Rope> Matcher::rotary(ValueId v, ValueId& x, Used& used) const {
   const NodeId add = producer_is(v, "Add");
@@ -39,10 +46,13 @@ std::optional<Chain::Rope> Matcher::rotary(ValueId v, ValueId& x, Used& used) co
         if (neg == kNoNode) continue;
         const NodeId hi = producer_is(g_.node(neg).input(0), "Slice");
         const NodeId lo = producer_is(g_.node(cat).input(1), "Slice");
-        if (hi == kNoNode || lo == kNoNode || g_.node(hi).input(0) != xx ||
-            g_.node(lo).input(0) != xx)
+        // x may reach the Mul and the Slices through no-op Casts (transformers 5.x writes
+        // q.float() twice): all three read one root.
+        const ValueId root = before_noop_casts(xx);
+        if (hi == kNoNode || lo == kNoNode || before_noop_casts(g_.node(hi).input(0)) != root ||
+            before_noop_casts(g_.node(lo).input(0)) != root)
           continue;
-        const auto dims = static_shape(xx);
+        const auto dims = static_shape(root);
         if (!dims || dims->size() < 2) continue;
         const auto rank = static_cast<int64_t>(dims->size());
         if (normalized(g_.node(cat).int_attribute("axis", 0), rank) != rank - 1) continue;
@@ -64,9 +74,26 @@ std::optional<Chain::Rope> Matcher::rotary(ValueId v, ValueId& x, Used& used) co
         if (ci.type != ElementType::kFloat32 || si.type != ElementType::kFloat32 || cos == xx ||
             sin == xx || cos == sin)
           continue;
-        // x feeds exactly the rotation; each intermediate feeds only its next step.
-        const std::vector<NodeId> readers = non_shape_consumers(xx);
-        if (readers.size() != 3) continue;
+        // x feeds exactly the rotation (through those Casts); each intermediate feeds only its
+        // next step.
+        Used casts;
+        std::set<NodeId> readers;
+        std::vector<ValueId> frontier = {root};
+        bool only_casts_between = true;
+        while (!frontier.empty() && only_casts_between) {
+          const ValueId w = frontier.back();
+          frontier.pop_back();
+          for (NodeId c : non_shape_consumers(w)) {
+            if (is_noop_cast(c)) {
+              casts.push_back(c);
+              frontier.push_back(g_.node(c).outputs[0]);
+            } else {
+              readers.insert(c);
+            }
+          }
+          only_casts_between = casts.size() < 8;
+        }
+        if (!only_casts_between || readers != std::set<NodeId>{m1, hi, lo}) continue;
         bool single = true;
         for (ValueId w : {g_.node(m1).outputs[0], g_.node(m2).outputs[0], g_.node(hi).outputs[0],
                           g_.node(lo).outputs[0], g_.node(neg).outputs[0], rotated})
@@ -75,8 +102,9 @@ std::optional<Chain::Rope> Matcher::rotary(ValueId v, ValueId& x, Used& used) co
         Chain::Rope rope;
         rope.cos = cos;
         rope.sin = sin;
-        x = xx;
+        x = root;
         used.insert(used.end(), {add, m1, m2, cat, neg, hi, lo});
+        used.insert(used.end(), casts.begin(), casts.end());
         rope.first_half = lo;
         rope.second_half = hi;
         return rope;
@@ -109,6 +137,16 @@ bool Matcher::rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens
             return false;
     return true;
   };
+  if (rope.probed) {
+    const std::vector<NodeId> layout(
+        chain.ops.begin() + static_cast<std::ptrdiff_t>(rope.at),
+        chain.ops.begin() + static_cast<std::ptrdiff_t>(rope.at + rope.layout_ops));
+    if (!replay(t, before, chain.split_output, &local)) {
+      why = {"rotary_layout", "the rotation's input does not replay"};
+      return false;
+    }
+    return probe_rotary(rope, layout, t, heads, d, tokens, n, offset, why);
+  }
   bool ok = replay(t, before, chain.split_output, &local) && t.shape.size() == 4 && dh % 2 == 0;
   rope.table_perm.clear();
   if (ok && !canonical(t)) {
@@ -122,8 +160,26 @@ bool Matcher::rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens
         rope.table_perm = p4;
       }
     } while (!ok && std::next_permutation(perm.begin(), perm.end()));
-    // Such tables are laid out again at compile time: constants only.
-    if (ok && (!float_constant(rope.cos) || !float_constant(rope.sin))) ok = false;
+    // Constant tables are laid out again at compile time. Runtime ones only when ORT made them
+    // by a Transpose of tables in the canonical layout (the one that undoes table_perm): the
+    // plan reads those instead.
+    if (ok && (!float_constant(rope.cos) || !float_constant(rope.sin))) {
+      ValueId canonical_tables[2] = {kNoValue, kNoValue};
+      const ValueId tables[2] = {rope.cos, rope.sin};
+      for (int i = 0; i < 2 && ok; ++i) {
+        const NodeId tr = producer_is(tables[i], "Transpose");
+        auto p = tr == kNoNode ? std::nullopt : perm_of(g_.node(tr));
+        ok = p && p->size() == 4;
+        for (size_t a = 0; ok && a < 4; ++a)
+          ok = (*p)[static_cast<size_t>(rope.table_perm[a])] == static_cast<int64_t>(a);
+        if (ok) canonical_tables[i] = g_.node(tr).input(0);
+      }
+      if (ok) {
+        rope.cos = canonical_tables[0];
+        rope.sin = canonical_tables[1];
+        rope.table_perm.clear();
+      }
+    }
   }
   if (!ok) {
     why = {"rotary_layout",
@@ -183,19 +239,24 @@ std::optional<std::pair<std::vector<float>, std::vector<int64_t>>> Matcher::rota
   return std::pair{std::move(laid_out.data), std::move(laid_out.shape)};
 }
 
+std::optional<std::pair<std::vector<float>, std::vector<float>>> Matcher::canonical_tables(
+    const Chain::Rope& rope) const {
+  if (rope.probed) return std::pair{rope.cos_values, rope.sin_values};
+  const std::vector<int64_t> identity = {0, 1, 2, 3};
+  const std::vector<int64_t>& perm = rope.table_perm.empty() ? identity : rope.table_perm;
+  auto cos = rotary_table(rope.cos, perm), sin = rotary_table(rope.sin, perm);
+  if (!cos || !sin) return std::nullopt;
+  return std::pair{std::move(cos->first), std::move(sin->first)};
+}
+
 bool Matcher::same_rotary(const Chain::Rope& q, const Chain::Rope& k, Fail& why) const {
-  bool same = true;
-  for (int i = 0; i < 2 && same; ++i) {
-    const ValueId a = i == 0 ? q.cos : q.sin, b = i == 0 ? k.cos : k.sin;
-    if (a == b && q.table_perm == k.table_perm) continue;
-    // Equal constants once laid out (ORT stores a transposed copy for one of them).
-    const std::vector<int64_t> identity = {0, 1, 2, 3};
-    auto ta = rotary_table(a, q.table_perm.empty() ? identity : q.table_perm);
-    auto tb = rotary_table(b, k.table_perm.empty() ? identity : k.table_perm);
-    same = ta && tb && *ta == *tb;
-  }
-  if (!same) why = {"rotary_layout", "Q and K are not rotated by the same tables"};
-  return same;
+  if (!q.probed && !k.probed && q.cos == k.cos && q.sin == k.sin && q.table_perm == k.table_perm)
+    return true;
+  // Equal constants once laid out (ORT may store a transposed copy for one of them).
+  auto a = canonical_tables(q), b = canonical_tables(k);
+  if (a && b && *a == *b) return true;
+  why = {"rotary_layout", "Q and K are not rotated by the same tables"};
+  return false;
 }
 
 }  // namespace npuflow::encoder
