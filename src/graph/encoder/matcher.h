@@ -2,7 +2,10 @@
 //   primitives.cc  linear projections (MatMul[+Add], Gemm, ORT's Reshape-Gemm-Reshape), LayerNorm
 //   activation.cc  the MLP activation, identified by evaluating its elementwise subgraph
 //   attention.cc   softmax(Q K^T s) V over heads, proven by index replay of the head split/merge
-//   block.cc       one pre- or post-LN transformer block along the residual stream
+//   head_split.cc  the Q/K/V layout chains back to their projections
+//   rotary.cc      rotary embeddings on q and k (rotate_half), tables laid out
+//   rotary_probe.cc  rotations split across layouts, found as a region and evaluated
+//   block.cc       one pre- or post-LN transformer block along the residual stream, its MLP
 //   embedding.cc   the patch embedding, class token and position embedding
 //   registers.cc   register tokens inserted among the embedded tokens
 //   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
