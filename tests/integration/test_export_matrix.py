@@ -27,15 +27,6 @@ SEED = 53  # chosen so that the slice has every exporter setting at least five t
 EXPORTER_CANNOT = {("dinov2_registers", "torchscript")}
 
 
-def embedding_stays_on_the_cpu(record) -> bool:
-    """TorchScript's dynamic DINOv2 exports interpolate the position embedding (bicubic Resize)
-    from the token count of the claimed embedding: that embedding stays on the CPU EP and the
-    claim starts at the stream (the claim says so in its note). Such a model is claimed and
-    gated, and asserted not to be whole, so this test fails, and must be updated, once it is."""
-    return (record["family"] == "dinov2" and record["exporter"] == "torchscript" and
-            record["dynamic"])
-
-
 PER_FAMILY = ({family: 8 for family in matrix_spec.VISION_FAMILIES} | {"dinov2_registers": 4} |
               {family: 8 for family in matrix_spec.TEXT_FAMILIES})
 
@@ -93,15 +84,13 @@ def test_generated_model_is_claimed_whole_and_within_the_gates(matrix, npuflow_d
     assert record["status"] == "exported", record.get("error")
     result = matrix_check.check(record, directory, npuflow_devices, tmp_path)
     failures = result["failures"]
-    if embedding_stays_on_the_cpu(record):
-        failures = [f for f in failures if not f.startswith("not claimed whole")]
     assert not failures, (str(directory / record["file"]), failures)
     assert result["claims"][0]["family"] in {record["family"],
                                              record["family"].replace("_registers", "")}
-    if embedding_stays_on_the_cpu(record):
-        assert "CPU EP" in result["claims"][0]["note"]
-        if record["encoder_only"]:
-            assert not result["whole"]
-    elif record["encoder_only"] and record["family"] not in matrix_check.TEXT_FAMILIES:
+    # Vision encoders are claimed from the pixels (TorchScript's dynamic DINOv2 too: its position
+    # embedding, interpolated to the grid it already has, is folded into a constant).
+    if record["family"] not in matrix_check.TEXT_FAMILIES:
+        assert result["claims"][0]["from_pixels"], result["claims"][0]["note"]
+    if record["encoder_only"] and record["family"] not in matrix_check.TEXT_FAMILIES:
         assert result["whole"]
 

@@ -102,21 +102,45 @@ def test_a_batch_of_two_images_matches(sessions, model):
         assert_matches(r[1], g[1], "host", f"{model} image 1")
 
 
-# The TorchScript DINOv2 export interpolates its position embedding (bicubic Resize) from the
-# token count of the claimed embedding: that embedding stays on the CPU EP (see the claim's note).
-EMBEDDING_ON_CPU = {"dinov2_encoder_torchscript.onnx"}
+def with_dynamic_image_size(path: str) -> onnx.ModelProto:
+    """The model with symbolic image height and width (and no stored intermediate shapes)."""
+    model = onnx.load(path)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "height", "width"
+    del model.graph.value_info[:]
+    return model
+
+
+def test_an_interpolated_position_embedding_is_folded_and_claimed_from_the_pixels(sessions):
+    """TorchScript's DINOv2 export interpolates its position embedding (bicubic Resize) to the
+    patch grid computed from the image size. With a static size the Resize keeps the grid it
+    has: the embedding is a constant the plan folds, and the encoder is claimed whole."""
+    path = str(FIXTURES / "dinov2_encoder_torchscript.onnx")
+    npu, records = sessions.npuflow(path, level="basic",
+                                    config={"session.disable_cpu_ep_fallback": "1"})
+    [claim] = vision_claims(records)
+    assert claim["from_pixels"], claim["note"]
+    feed = pixels(path, batch=2, seed=5)
+    ref = sessions.cpu(path, level="basic").run(None, feed)[0]
+    assert_matches(ref, npu.run(None, feed)[0], "host", "dinov2_encoder_torchscript")
 
 
 def test_an_embedding_left_on_the_cpu_ep_is_said_and_fails_fallback_off(sessions):
-    path = str(FIXTURES / "dinov2_encoder_torchscript.onnx")
-    _, records = sessions.npuflow(path, level="basic")
+    """With a symbolic image size the interpolation depends on the run: the embedding stays on
+    the CPU EP (said in the claim's note), the blocks are claimed, and a session that may not
+    fall back is refused."""
+    path = sessions.save(with_dynamic_image_size(str(FIXTURES / "dinov2_encoder_torchscript.onnx")))
+    npu, records = sessions.npuflow(path, level="basic")
     [claim] = vision_claims(records)
     assert not claim["from_pixels"] and "CPU EP" in claim["note"]
+    feed = pixels(str(FIXTURES / "dinov2_encoder_torchscript.onnx"))
+    ref = sessions.cpu(path, level="basic").run(None, feed)[0]
+    assert_matches(ref, npu.run(None, feed)[0], "host", "dinov2 with a dynamic image size")
     with pytest.raises(Exception, match="fallback to CPU EP has been explicitly disabled"):
         sessions.npuflow(path, level="basic", config={"session.disable_cpu_ep_fallback": "1"})
 
 
-@pytest.mark.parametrize("model", sorted(set(ENCODER_ONLY) - EMBEDDING_ON_CPU))
+@pytest.mark.parametrize("model", sorted(ENCODER_ONLY))
 def test_encoder_only_models_run_with_the_cpu_fallback_off(sessions, model):
     path = str(FIXTURES / model)
     npu, records = sessions.npuflow(path, level="basic",

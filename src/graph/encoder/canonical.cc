@@ -58,13 +58,14 @@ std::optional<float> CanonicalGraph::scalar(ValueId v, Used& used) const {
       return static_cast<float>((*dims)[0]);
     }
   }
-  if (op == "Div" || op == "Mul") {
+  if (op == "Div" || op == "Mul" || op == "Pow") {
     Used inner;
     auto a = scalar(node.input(0), inner);
     auto b = a ? scalar(node.input(1), inner) : std::nullopt;
     if (!a || !b) return std::nullopt;
     used.insert(used.end(), inner.begin(), inner.end());
     used.push_back(p);
+    if (op == "Pow") return std::pow(*a, *b);  // a grid side as sqrt(positions): Pow(N, 0.5)
     return op == "Div" ? *a / *b : *a * *b;
   }
   if (op != "Sqrt" && op != "Reciprocal" && op != "Cast" && op != "Identity") return std::nullopt;
@@ -155,7 +156,16 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
     end = std::clamp<int64_t>(end, start, rank);
     return std::vector<int64_t>(dims.begin() + start, dims.begin() + end);
   }
-  if (op == "Cast" || op == "Identity") return shape_values(node.input(0), env, depth + 1);
+  if (op == "Cast" || op == "Identity") {
+    auto values = shape_values(node.input(0), env, depth + 1);
+    // An integer Cast of a float scalar computed from constants (truncated, as Cast does).
+    Used ignore;
+    if (!values && op == "Cast" && g_.value(node.input(0)).type == ElementType::kFloat32) {
+      if (auto f = scalar(node.input(0), ignore); f && std::isfinite(*f))
+        values = std::vector<int64_t>{static_cast<int64_t>(*f)};
+    }
+    return values;
+  }
   auto data = shape_values(node.input(0), env, depth + 1);
   if (!data) return std::nullopt;
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {

@@ -54,9 +54,9 @@ bool Matcher::constants_fit(const VisionEncoderClaim& enc, int64_t tokens, Fail&
       !vector_of(enc.registers.constant, enc.register_count * d, "the register tokens"))
     return false;
   for (const SideRef* side : {&enc.cls, &enc.pos}) {
-    if (!side->present || side->constant.empty()) continue;
-    const ValueId table = g_.find_value(side->constant);
-    const std::vector<int64_t>& shape = g_.value(table).shape;
+    if (!side->present || (side->constant.empty() && side->values.empty())) continue;
+    const std::vector<int64_t>& shape =
+        side->values.empty() ? g_.value(g_.find_value(side->constant)).shape : side->values_shape;
     const char* what = side == &enc.cls ? "the class token" : "the position embedding";
     if (shape.empty() || shape.back() != d) {
       why = {"constant_shape",

@@ -27,6 +27,14 @@ SideRef Matcher::side(ValueId v, Used& used) const {
     used.push_back(p);
     return ref;
   }
+  // Computed from constants (a position embedding interpolated to the grid it already has).
+  Used folded;
+  if (auto value = fold(v, folded)) {
+    ref.values = std::move(value->data);
+    ref.values_shape = std::move(value->shape);
+    used.insert(used.end(), folded.begin(), folded.end());
+    return ref;
+  }
   ref.runtime = name(v);
   return ref;
 }
@@ -72,10 +80,12 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
   enc.stride_h = strides[0];
   enc.stride_w = strides[1];
   // The pixels, seen through Identity and no-op Casts (CLIP's and SigLIP's exports cast the
-  // input to the weights' type): those nodes join the claim.
+  // input to the weights' type): those nodes join the claim, unless something else reads their
+  // output (Depth Anything's neck reads its shape): then the fused node reads that output.
   ValueId pixels = conv.input(0);
   for (NodeId p = producer(pixels); p != kNoNode && (is(p, "Identity") || is_noop_cast(p)) &&
-                                    non_shape_consumers(pixels).size() == 1;
+                                    g_.value(pixels).consumers.size() == 1 &&
+                                    !g_.value(pixels).is_graph_output;
        p = producer(pixels)) {
     used.push_back(p);
     pixels = g_.node(p).input(0);

@@ -9,6 +9,7 @@
 //   embedding.cc   the patch embedding, class token and position embedding
 //   registers.cc   register tokens inserted among the embedded tokens
 //   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
+//   constant_fold.cc  float subgraphs of constants folded (an interpolated position embedding)
 //   family.cc      which family the claim is, and the GEMMs it runs (for `plan`)
 //   driver.cc      the loop over candidate anchors
 #pragma once
@@ -22,6 +23,7 @@
 
 #include "graph/claim.h"
 #include "graph/encoder/canonical.h"
+#include "graph/encoder/float_tensor.h"
 #include "graph/encoder_matcher.h"
 
 namespace npuflow::encoder {
@@ -194,6 +196,9 @@ class Matcher : public CanonicalGraph {
   // MLP's fields of L and returns the block's output.
   std::optional<ValueId> mlp(ValueId mid, int64_t d, EncoderLayerRef& L, Used& used,
                              Fail& why) const;
+  // The float value `v` computed from constants alone (constant_fold.cc): layout ops, Concat,
+  // Add/Mul and Resizes that keep the shape; the nodes join `used`.
+  std::optional<FloatTensor> fold(ValueId v, Used& used, int depth = 0) const;
   // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.
   SideRef side(ValueId v, Used& used) const;
   // Pulls in the shape arithmetic around the claim; returns a non-shape node that sits between
