@@ -36,8 +36,8 @@ bool is_op(const GraphView& graph, NodeId id, const char* op) {
   return id != kNoNode && graph.node(id).op_type == op && is_onnx_domain(graph.node(id).domain);
 }
 
-// A constant float tensor of 1 or `n` elements whose shape broadcasts along the output's last
-// axis only (a scalar, [n], [1, n]).
+// A constant float tensor of 1 or `n` elements of rank 0 or 1: it broadcasts along the output's
+// last axis and never raises the output's rank.
 std::optional<Refused> read_floats(const GraphView& graph, ValueId id, int64_t n, const char* what,
                                    std::vector<float>& out) {
   if (id == kNoValue) return Refused{"quant_params_not_constant", str_cat(what, " is omitted")};
@@ -47,10 +47,8 @@ std::optional<Refused> read_floats(const GraphView& graph, ValueId id, int64_t n
   }
   const ValueInfo& v = graph.value(id);
   const size_t count = v.constant->bytes / sizeof(float);
-  bool along_n = v.shape.size() <= 2;
-  for (size_t d = 0; d + 1 < v.shape.size(); ++d) along_n = along_n && v.shape[d] == 1;
   if (v.type != ElementType::kFloat32 || (count != 1 && static_cast<int64_t>(count) != n) ||
-      !along_n || (count == static_cast<size_t>(n) && n != 1 && v.shape.back() != n)) {
+      v.shape.size() > 1) {
     return Refused{"unsupported_scale_shape",
                    str_cat(what, " '", v.name, "' is ", element_type_name(v.type), " ",
                            shape_string(v.shape), " for N=", n)};
@@ -114,7 +112,7 @@ std::optional<Refused> check_weight(const GraphView& graph, ValueId id, int64_t 
   return std::nullopt;
 }
 
-// The runtime 8-bit activation A: rank >= 2 (a 1-D A changes the output's rank) ending in K.
+// The runtime 8-bit activation A, ending in K when its shape is known (1-D included: M = 1).
 std::optional<Refused> check_activation(const GraphView& graph, ValueId id, int64_t k) {
   if (id == kNoValue) return Refused{"activation_shape", "the activation input is omitted"};
   const ValueInfo& x = graph.value(id);
@@ -122,7 +120,9 @@ std::optional<Refused> check_activation(const GraphView& graph, ValueId id, int6
     return Refused{"unsupported_type", str_cat("activation '", x.name, "' is ",
                                                element_type_name(x.type), ", not int8/uint8")};
   }
-  if (!x.has_shape || x.shape.size() < 2 || (x.shape.back() >= 0 && x.shape.back() != k)) {
+  // An empty shape is an unknown one here (a scalar A is not a valid MatMulInteger input); the
+  // node checks the shape it gets at run time.
+  if (x.has_shape && !x.shape.empty() && x.shape.back() >= 0 && x.shape.back() != k) {
     return Refused{"activation_shape",
                    str_cat("activation '", x.name, "' has shape ",
                            x.has_shape ? shape_string(x.shape) : "unknown", " against K=", k)};
@@ -271,6 +271,10 @@ std::variant<Claim, Refused> match_qlinear_matmul(const GraphView& graph, NodeId
   const int64_t n = w.shape[1];
   if (auto refused = check_activation(graph, node.input(0), k)) return *refused;
   const ValueInfo& a = graph.value(node.input(0));
+  if (!a.has_shape || a.shape.size() < 2) {
+    // The QDQ node takes [.., M, K]; a 1-D or unknown-rank A stays on the CPU EP.
+    return Refused{"activation_shape", str_cat("activation '", a.name, "' has no known rank >= 2")};
+  }
   const ValueInfo& y = graph.value(node.outputs[0]);
   if (!is_8bit(y.type)) {
     return Refused{"unsupported_type", str_cat("output '", y.name, "' is ",

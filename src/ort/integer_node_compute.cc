@@ -68,7 +68,7 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   if (info.value().type != expected) {
     return invalid_argument("the activation of a fused integer MatMul has an unexpected type");
   }
-  if (dims.size() < 2 || dims.back() != spec.k) {
+  if (dims.empty() || dims.back() != spec.k) {
     return invalid_argument(
         str_cat("activation shape ", shape_string(dims), " does not end in K=", spec.k));
   }
