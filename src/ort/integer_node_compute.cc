@@ -52,6 +52,24 @@ IntegerNodeCompute::IntegerNodeCompute(std::shared_ptr<const IntegerMatMul> kern
                                        IntegerNodeBinding binding)
     : kernel_(std::move(kernel)), binding_(binding) {}
 
+IntegerNodeCompute::IntegerNodeCompute(std::shared_ptr<const IntegerMatMul> kernel,
+                                       IntegerNodeBinding binding,
+                                       std::shared_ptr<const ClaimVerifier> verifier,
+                                       const IntegerMatMul* reference)
+    : kernel_(std::move(kernel)),
+      binding_(binding),
+      verifier_(std::move(verifier)),
+      reference_(reference) {}
+
+Status IntegerNodeCompute::run_kernel(const IntegerMatMul& kernel, const void* a,
+                                      int32_t zero_point, float scale, int64_t m, void* out,
+                                      const ExecContext& exec) const {
+  if (binding_.quantize_inside) {
+    return kernel.run_dynamic(static_cast<const float*>(a), m, static_cast<float*>(out), exec);
+  }
+  return kernel.run(a, binding_.activation_type, zero_point, scale, m, out, exec);
+}
+
 Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
   const IntegerMatMulSpec& spec = kernel_->spec();
@@ -102,10 +120,22 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   const void* a = nullptr;
   NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
   const ExecContext exec = exec_context(context);
-  if (binding_.quantize_inside) {
-    return kernel_->run_dynamic(static_cast<const float*>(a), m, static_cast<float*>(out), exec);
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||
+      !kernel_->on_device() || m < binding_.min_rows) {
+    return run_kernel(*kernel_, a, zero_point, scale, m, out, exec);
   }
-  return kernel_->run(a, binding_.activation_type, zero_point, scale, m, out, exec);
+  const std::vector<NodeOutput> outputs = {{ElementType::kFloat32, out, m * spec.n}};
+  return verifier_->run(
+      outputs,
+      [&](const std::vector<NodeOutput>& to) -> Result<bool> {
+        // While pending only the checking run reaches the device through this kernel.
+        const int64_t before = kernel_->counters().device_calls.load();
+        NPUFLOW_RETURN_IF_ERROR(run_kernel(*kernel_, a, zero_point, scale, m, to[0].data, exec));
+        return kernel_->counters().device_calls.load() > before;
+      },
+      [&](const std::vector<NodeOutput>& to) {
+        return run_kernel(*reference_, a, zero_point, scale, m, to[0].data, exec);
+      });
 }
 
 }  // namespace npuflow::ort

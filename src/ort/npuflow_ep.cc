@@ -450,6 +450,23 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
                           claim.spec.float_output ? " float" : " int32",
                           " out, resident=", shared->resident_bytes(), " bytes"));
   totals_->integer_kernels.push_back(shared);
+  binding.min_rows = knobs_.integer("min_rows");
+  if (reference_device_ && claim.spec.float_output) {
+    // The same group on the host: exact integers and the same fp32 epilogue, bit for bit.
+    auto reference = IntegerMatMul::create(str_cat(fused_name ? fused_name : "", "/reference"),
+                                           claim.spec, weight.data, claim.weight_type,
+                                           reference_device_, binding.min_rows, logger_);
+    if (!reference.is_ok()) return reference.status();
+    std::shared_ptr<const IntegerMatMul> ref = std::move(reference).value();
+    const IntegerMatMul* ref_plan = ref.get();
+    auto verifier = std::make_shared<const ClaimVerifier>(
+        str_cat("integer MatMul '", claim.matmul_output, "' (fused node '",
+                fused_name ? fused_name : "?", "')"),
+        ClaimGate::bit_exact(), logger_, std::move(ref));
+    totals_->verifiers.push_back(verifier);
+    *out = new IntegerNodeCompute(std::move(shared), binding, std::move(verifier), ref_plan);
+    return Status::ok();
+  }
   *out = new IntegerNodeCompute(std::move(shared), binding);
   return Status::ok();
 }

@@ -207,3 +207,33 @@ def test_refusals_are_reported(sessions, tmp_path):
     _, records = sessions.npuflow(path, "disable", {"qdq": "0"})
     integer = [r for r in records if r["matcher"] == "integer"]
     assert claimed(integer) == 0 and refusal_reasons(integer) == ["disabled_by_knob"]
+
+
+@pytest.mark.parametrize("verify", [False, True], ids=["unverified", "verified"])
+def test_verify_catches_a_corrupted_device_and_keeps_the_output_exact(sessions, tmp_path, capfd,
+                                                                       verify):
+    """sim_corrupt_every=1 corrupts every device result: without verify it reaches the output;
+    with verify=1 the first device run is checked against the host group, the node is disabled
+    and every output (the first included) is the exact one."""
+    from test_verified_claims import verify_summary
+
+    case = Case(384, 384, (4, 8), True, "QInt8", True, opset=13)
+    path = quantized_model(case, tmp_path, 3)
+    options = {"device": "sim", "min_rows": "1", "prof": "1", "sim_corrupt_every": "1"}
+    if verify:
+        options["verify"] = "1"
+    npu, records = sessions.npuflow(path, "disable", options)
+    assert claimed([r for r in records if r["matcher"] == "integer"]) == 1
+    runs = 3
+    outputs = []
+    for seed in range(runs):
+        x = np.random.default_rng(seed).standard_normal((*case.rows, case.k)).astype(np.float32)
+        outputs.append((npu.run(None, {"x": x})[0], apply_bias(path, exact_reference(path, x))[0]))
+    del npu
+    profile = ended_session_profile(capfd)
+    if verify:
+        for got, exact in outputs:
+            np.testing.assert_array_equal(got, exact)
+        assert verify_summary(profile.text) == (1, 1, runs - 1)
+    else:
+        assert all(not np.array_equal(got, exact) for got, exact in outputs)
