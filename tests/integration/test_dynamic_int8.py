@@ -237,3 +237,30 @@ def test_verify_catches_a_corrupted_device_and_keeps_the_output_exact(sessions, 
         assert verify_summary(profile.text) == (1, 1, runs - 1)
     else:
         assert all(not np.array_equal(got, exact) for got, exact in outputs)
+
+
+def test_a_runtime_right_operand_is_refused(sessions, tmp_path):
+    """MatMulConstBOnly=False quantizes a MatMul of two runtime values too (two
+    DynamicQuantizeLinear nodes): there is no weight to pack, so the group is refused with a
+    reason and the CPU EP runs it unchanged."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "y"], ["z"], name="MatMul")], "runtime_b",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 32]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    source, target = tmp_path / "runtime_b.onnx", tmp_path / "runtime_b-q.onnx"
+    onnx.save(model, str(source))
+    quantization.quantize_dynamic(str(source), str(target),
+                                  extra_options={"MatMulConstBOnly": False})
+    ops = [n.op_type for n in onnx.load(str(target)).graph.node]
+    assert ops.count("MatMulInteger") == 1 and ops.count("DynamicQuantizeLinear") == 2, ops
+    npu, records = sessions.npuflow(str(target), "disable")
+    integer = [r for r in records if r["matcher"] == "integer"]
+    assert claimed(integer) == 0 and refusal_reasons(integer) == ["weight_not_constant"]
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((3, 32)).astype(np.float32),
+             "y": rng.standard_normal((32, 16)).astype(np.float32)}
+    np.testing.assert_array_equal(npu.run(None, feeds)[0],
+                                  sessions.cpu(str(target), "disable").run(None, feeds)[0])
