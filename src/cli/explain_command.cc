@@ -37,22 +37,24 @@ void print_graph(const JsonValue& graph) {
   if (graph["matcher"].string() == "vision") {
     print_encoders(graph);
   } else {
-    std::printf("graph '%s': %zu of %d QDQ MatMul groups claimed\n",
-                graph["graph"].string().c_str(), claims.size(),
-                static_cast<int>(graph["candidates"].number()));
+    const bool integer = graph["matcher"].string() == "integer";
+    std::printf(
+        "graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(), claims.size(),
+        static_cast<int>(graph["candidates"].number()),
+        integer ? "integer MatMul groups (MatMulInteger, QLinearMatMul)" : "QDQ MatMul groups");
   }
   if (!claims.empty() && graph["matcher"].string() != "vision") {
     std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",
                 "w scales", "activation", "output", "nodes");
     for (const JsonValue& claim : claims) {
       const int scales = static_cast<int>(claim["weight_scales"].number());
-      std::printf(
-          "  %-28s %6d %6d %-7s %-10s %-10s %-7s %zu%s\n", claim["node"].string().c_str(),
-          static_cast<int>(claim["k"].number()), static_cast<int>(claim["n"].number()),
-          claim["weight"].string().c_str(), scales == 1 ? "tensor" : "column",
-          claim["activation"].string().c_str(), claim["output"].string().c_str(),
-          claim["nodes"].array().size(),
-          claim["activation_dequantized"].boolean() ? " (shared input DQ kept on CPU)" : "");
+      std::printf("  %-28s %6d %6d %-7s %-10s %-10s %-7s %zu%s%s\n", claim["node"].string().c_str(),
+                  static_cast<int>(claim["k"].number()), static_cast<int>(claim["n"].number()),
+                  claim["weight"].string().c_str(), scales == 1 ? "tensor" : "column",
+                  claim["activation"].string().c_str(), claim["output"].string().c_str(),
+                  claim["nodes"].array().size(),
+                  claim["activation_dequantized"].boolean() ? " (shared input DQ kept on CPU)" : "",
+                  claim["note"].string().c_str());
     }
   }
   if (!refusals.empty()) {

@@ -19,8 +19,10 @@ constexpr std::array kKnobs = {
              "simulator, rocket an RK3588 board (not in this build: session creation fails). "
              "auto picks rocket when a board is usable and built in, else host; never sim."},
     KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
-             "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups as one fused integer "
-             "node. 0 turns the claim off (the control arm)."},
+             "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups, dynamic int8 "
+             "(DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]), MatMulInteger "
+             "and QLinearMatMul as fused integer nodes. 0 turns these claims off (the control "
+             "arm)."},
     KnobSpec{"vision", "NPUFLOW_VISION", KnobKind::kBool, "1", "",
              "Claim vision-transformer encoders (ViT, CLIP, SigLIP, DINOv2, Depth Anything) by "
              "structure and run each as one resident fused node. 0 turns the claim off."},

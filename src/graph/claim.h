@@ -8,11 +8,12 @@
 
 #include "graph/graph_view.h"
 #include "ops/vit_encoder.h"
+#include "quant/integer_matmul.h"
 #include "quant/qdq_epilogue.h"
 
 namespace npuflow {
 
-enum class ClaimKind { kQdqMatMul, kVisionEncoder };
+enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul };
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
 // `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
@@ -36,6 +37,26 @@ struct QdqMatMulClaim {
   bool activation_dequantized = false;  // a shared DequantizeLinear stays outside: input is float
   std::string output_name;
   QdqGemmSpec spec;
+};
+
+// A MatMulInteger group (graph/integer_matmul_matcher.h): dynamic int8 as quantize_dynamic emits
+// it, or a MatMulInteger with constant zero points. Runtime values are named so Compile finds them
+// among the fused node's inputs again; constants are copied (they are small) except the weight.
+struct IntegerMatMulClaim {
+  std::string matmul_output;  // the MatMulInteger's output: identifies the group at compile time
+  std::string weight_name;    // constant row-major K x N initializer
+  ElementType weight_type = ElementType::kInt8;
+  // The activation: a float input the group quantizes itself (its DynamicQuantizeLinear is
+  // claimed), or the 8-bit A with its zero point, a runtime scalar (a shared
+  // DynamicQuantizeLinear's) or a constant.
+  bool quantize_inside = false;
+  std::string activation_name;
+  ElementType activation_type = ElementType::kUInt8;  // of the 8-bit A
+  std::string activation_zero_point_name;             // runtime zero point; "" when constant
+  int32_t activation_zero_point = 0;
+  std::string activation_scale_name;  // float output with a shared DynamicQuantizeLinear
+  std::string output_name;
+  IntegerMatMulSpec spec;
 };
 
 // A vision-transformer encoder: every weight by the name of its constant initializer, so Compile
@@ -118,6 +139,7 @@ struct Claim {
   std::string anchor_name;  // the main node's name, for logs
   std::vector<GemmWork> work;
   QdqMatMulClaim qdq;
+  IntegerMatMulClaim integer;
   VisionEncoderClaim encoder;
 };
 

@@ -252,6 +252,8 @@ const char* claim_kind_name(ClaimKind kind) {
       return "qdq_matmul";
     case ClaimKind::kVisionEncoder:
       return "vision_encoder";
+    case ClaimKind::kIntegerMatMul:
+      return "integer_matmul";
   }
   return "?";
 }

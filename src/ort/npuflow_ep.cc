@@ -11,10 +11,12 @@
 #include "graph/claim_report.h"
 #include "graph/encoder_matcher.h"
 #include "graph/gemm_census.h"
+#include "graph/integer_matmul_matcher.h"
 #include "graph/qdq_matcher.h"
 #include "host/host_device.h"
 #include "ops/rotary.h"
 #include "ort/encoder_node_compute.h"
+#include "ort/integer_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
 #include "route/claim_verifier.h"
@@ -24,6 +26,7 @@ namespace npuflow::ort {
 
 struct NpuflowEp::Totals {
   std::vector<std::shared_ptr<const QdqMatMul>> kernels;
+  std::vector<std::shared_ptr<const IntegerMatMul>> integer_kernels;
   std::vector<std::shared_ptr<const VitEncoder>> encoders;
   std::vector<std::shared_ptr<const ClaimVerifier>> verifiers;
 };
@@ -104,10 +107,22 @@ NpuflowEp::~NpuflowEp() {
     host_calls += kernel->counters().host_row_calls;
     fallbacks += kernel->counters().fallback_calls;
   }
+  int64_t integer_device_calls = 0, integer_host_calls = 0, integer_fallbacks = 0;
+  for (const auto& kernel : totals_->integer_kernels) {
+    integer_device_calls += kernel->counters().device_calls;
+    integer_host_calls += kernel->counters().host_row_calls;
+    integer_fallbacks += kernel->counters().fallback_calls;
+  }
   const std::string summary = str_cat(
       "session summary: ", totals_->kernels.size(), " fused QDQ MatMuls on ", device_->name(), ", ",
       device_calls, " device calls, ", host_calls, " host-rows calls, ", fallbacks, " fallbacks");
   logger_.verbose(summary);
+  if (!totals_->integer_kernels.empty()) {
+    logger_.verbose(str_cat("integer MatMul summary: ", totals_->integer_kernels.size(),
+                            " fused integer MatMuls, ", integer_device_calls, " device calls, ",
+                            integer_host_calls, " host-rows calls, ", integer_fallbacks,
+                            " fallbacks"));
+  }
   std::string verified;
   if (reference_device_) {
     int64_t disabled = 0, reference_runs = 0;
@@ -161,6 +176,29 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   }
   for (const std::string& line : summarize_claims(snap.view.name, claims)) logger_.info(line);
 
+  // Dynamic int8 and QOperator groups (MatMulInteger, QLinearMatMul): disjoint from the QDQ
+  // groups by op type.
+  IntegerMatcherOptions integer_options;
+  integer_options.enabled = knobs_.flag("qdq");
+  const ClaimSet integers = match_integer_matmuls(snap.view, integer_options);
+  for (const Claim& claim : integers.claims) {
+    std::vector<const OrtNode*> nodes;
+    for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
+    NPUFLOW_ORT_CHECK(
+        api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size(), &fusion));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (claim.kind == ClaimKind::kIntegerMatMul) {
+      integer_claims_by_output_[claim.integer.matmul_output] = claim.integer;
+    } else {
+      claims_by_output_[claim.qdq.matmul_output] = claim.qdq;
+    }
+  }
+  if (integers.candidates > 0) {
+    for (const std::string& line :
+         summarize_claims(snap.view.name, integers, "integer MatMul groups"))
+      logger_.info(line);
+  }
+
   EncoderMatcherOptions encoder_options;
   encoder_options.enabled = knobs_.flag("vision");
   encoder_options.heads = knobs_.integer("heads");
@@ -168,6 +206,8 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   // A node belongs to one fused node at most: QDQ groups keep theirs.
   std::set<NodeId> qdq_nodes;
   for (const Claim& claim : claims.claims) qdq_nodes.insert(claim.nodes.begin(), claim.nodes.end());
+  for (const Claim& claim : integers.claims)
+    qdq_nodes.insert(claim.nodes.begin(), claim.nodes.end());
   std::erase_if(encoders.claims, [&](const Claim& claim) {
     const bool overlaps = std::any_of(claim.nodes.begin(), claim.nodes.end(),
                                       [&](NodeId id) { return qdq_nodes.count(id) > 0; });
@@ -195,8 +235,13 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     ClaimSet every_claim = claims;
     every_claim.claims.insert(every_claim.claims.end(), encoders.claims.begin(),
                               encoders.claims.end());
+    every_claim.claims.insert(every_claim.claims.end(), integers.claims.begin(),
+                              integers.claims.end());
     const std::vector<GemmWork> host = unclaimed_gemms(snap.view, every_claim);
     write_report(claims_to_json(snap.view.name, snap.view, claims, host, "qdq"));
+    if (integers.candidates > 0) {
+      write_report(claims_to_json(snap.view.name, snap.view, integers, host, "integer"));
+    }
     if (saw_encoders) {
       write_report(claims_to_json(snap.view.name, snap.view, encoders, host, "vision"));
     }
@@ -254,11 +299,23 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   }
   if (encoder) return compile_encoder(view, *encoder, fused_node, out);
 
+  // An integer MatMul group: its MatMulInteger's output is in the fused subgraph.
+  std::optional<IntegerMatMulClaim> integer;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const NodeInfo& node : view.nodes) {
+      if (node.op_type != "MatMulInteger") continue;
+      auto it = integer_claims_by_output_.find(view.value(node.outputs[0]).name);
+      if (it != integer_claims_by_output_.end()) integer = it->second;
+    }
+  }
+  if (integer) return compile_integer(view, *integer, fused_node, out);
+
   // Find the group's MatMul and the claim GetCapability made for it.
   QdqMatMulClaim claim;
   bool found = false;
   for (const NodeInfo& node : view.nodes) {
-    if (node.op_type != "MatMul") continue;
+    if (node.op_type != "MatMul" && node.op_type != "QLinearMatMul") continue;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = claims_by_output_.find(view.value(node.outputs[0]).name);
     if (it != claims_by_output_.end()) {
@@ -333,6 +390,84 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
     return Status::ok();
   }
   *out = new QdqNodeCompute(std::move(shared), binding);
+  return Status::ok();
+}
+
+Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
+                                  const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  const ValueId weight_id = view.find_value(claim.weight_name);
+  if (!view.is_constant(weight_id)) {
+    return internal_error(str_cat("weight '", claim.weight_name, "' is missing at compile time"));
+  }
+  const ConstantData& weight = *view.value(weight_id).constant;
+  if (weight.bytes != static_cast<size_t>(claim.spec.k * claim.spec.n)) {
+    return invalid_argument(str_cat("weight '", claim.weight_name, "' holds ", weight.bytes,
+                                    " bytes for a ", claim.spec.k, "x", claim.spec.n, " matrix"));
+  }
+  const OrtApi& ort = *api().ort;
+  size_t input_count = 0;
+  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(fused_node, &input_count));
+  std::vector<const OrtValueInfo*> inputs(input_count);
+  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(fused_node, inputs.data(), input_count));
+  auto input_index = [&](const std::string& name) -> int64_t {
+    for (size_t i = 0; i < input_count; ++i) {
+      const char* n = nullptr;
+      if (inputs[i] == nullptr) continue;
+      if (OrtStatus* status = ort.GetValueInfoName(inputs[i], &n)) {
+        ort.ReleaseStatus(status);
+        continue;
+      }
+      if (n && name == n) return static_cast<int64_t>(i);
+    }
+    return -1;
+  };
+  IntegerNodeBinding binding;
+  binding.quantize_inside = claim.quantize_inside;
+  binding.activation_type = claim.activation_type;
+  binding.zero_point = claim.activation_zero_point;
+  const int64_t activation = input_index(claim.activation_name);
+  if (activation < 0) {
+    return internal_error(
+        str_cat("activation '", claim.activation_name, "' is not an input of the fused node"));
+  }
+  binding.activation_input = static_cast<size_t>(activation);
+  for (auto [name, index] :
+       {std::pair{&claim.activation_zero_point_name, &binding.zero_point_input},
+        std::pair{&claim.activation_scale_name, &binding.scale_input}}) {
+    if (name->empty()) continue;
+    *index = input_index(*name);
+    if (*index < 0) return internal_error(str_cat("'", *name, "' is not a fused node input"));
+  }
+  const char* fused_name = nullptr;
+  NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
+  auto kernel =
+      IntegerMatMul::create(fused_name ? fused_name : claim.matmul_output, claim.spec, weight.data,
+                            claim.weight_type, device_, knobs_.integer("min_rows"), logger_);
+  if (!kernel.is_ok()) return kernel.status();
+  std::shared_ptr<const IntegerMatMul> shared = std::move(kernel).value();
+  logger_.verbose(str_cat("compiled ", fused_name ? fused_name : "?", ": integer k=", claim.spec.k,
+                          " n=", claim.spec.n, claim.quantize_inside ? " dynamic" : "",
+                          claim.spec.float_output ? " float" : " int32",
+                          " out, resident=", shared->resident_bytes(), " bytes"));
+  totals_->integer_kernels.push_back(shared);
+  binding.min_rows = knobs_.integer("min_rows");
+  if (reference_device_ && claim.spec.float_output) {
+    // The same group on the host: exact integers and the same fp32 epilogue, bit for bit.
+    auto reference = IntegerMatMul::create(str_cat(fused_name ? fused_name : "", "/reference"),
+                                           claim.spec, weight.data, claim.weight_type,
+                                           reference_device_, binding.min_rows, logger_);
+    if (!reference.is_ok()) return reference.status();
+    std::shared_ptr<const IntegerMatMul> ref = std::move(reference).value();
+    const IntegerMatMul* ref_plan = ref.get();
+    auto verifier = std::make_shared<const ClaimVerifier>(
+        str_cat("integer MatMul '", claim.matmul_output, "' (fused node '",
+                fused_name ? fused_name : "?", "')"),
+        ClaimGate::bit_exact(), logger_, std::move(ref));
+    totals_->verifiers.push_back(verifier);
+    *out = new IntegerNodeCompute(std::move(shared), binding, std::move(verifier), ref_plan);
+    return Status::ok();
+  }
+  *out = new IntegerNodeCompute(std::move(shared), binding);
   return Status::ok();
 }
 

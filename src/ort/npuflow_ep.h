@@ -32,6 +32,8 @@ class NpuflowEp : public OrtEp {
 
   Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  Status compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
+                         const OrtNode* fused_node, OrtNodeComputeInfo** out);
   Status compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
   void write_report(const std::string& json_line) const;
@@ -52,6 +54,7 @@ class NpuflowEp : public OrtEp {
   std::shared_ptr<Device> reference_device_;  // the host, when `verify` checks another device
   std::mutex mutex_;
   std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
+  std::map<std::string, IntegerMatMulClaim> integer_claims_by_output_;
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
   struct Totals;
   std::unique_ptr<Totals> totals_;

@@ -1,0 +1,141 @@
+#include "ort/integer_node_compute.h"
+
+#include <vector>
+
+#include "core/strings.h"
+#include "graph/graph_view.h"
+
+namespace npuflow::ort {
+namespace {
+
+struct TensorInfo {
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  std::vector<int64_t> dims;
+};
+
+Result<TensorInfo> describe(const OrtValue* value) {
+  const OrtApi& ort = *api().ort;
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
+  TensorInfo out;
+  size_t rank = 0;
+  OrtStatus* status = ort.GetTensorElementType(info, &out.type);
+  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
+  out.dims.resize(rank);
+  if (status == nullptr) status = ort.GetDimensions(info, out.dims.data(), rank);
+  ort.ReleaseTensorTypeAndShapeInfo(info);
+  NPUFLOW_ORT_CHECK(status);
+  return out;
+}
+
+// A one-element runtime input (a DynamicQuantizeLinear's scale or zero point).
+Result<const void*> scalar_input(OrtKernelContext* context, int64_t index,
+                                 ONNXTensorElementDataType type) {
+  const OrtApi& ort = *api().ort;
+  const OrtValue* value = nullptr;
+  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, static_cast<size_t>(index), &value));
+  if (value == nullptr) return invalid_argument("a scale or zero point input is missing");
+  auto info = describe(value);
+  if (!info.is_ok()) return info.status();
+  if (info.value().type != type || element_count(info.value().dims) != 1) {
+    return invalid_argument(
+        str_cat("a scale or zero point input has shape ", shape_string(info.value().dims)));
+  }
+  const void* data = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorData(value, &data));
+  return data;
+}
+
+}  // namespace
+
+IntegerNodeCompute::IntegerNodeCompute(std::shared_ptr<const IntegerMatMul> kernel,
+                                       IntegerNodeBinding binding)
+    : kernel_(std::move(kernel)), binding_(binding) {}
+
+IntegerNodeCompute::IntegerNodeCompute(std::shared_ptr<const IntegerMatMul> kernel,
+                                       IntegerNodeBinding binding,
+                                       std::shared_ptr<const ClaimVerifier> verifier,
+                                       const IntegerMatMul* reference)
+    : kernel_(std::move(kernel)),
+      binding_(binding),
+      verifier_(std::move(verifier)),
+      reference_(reference) {}
+
+Status IntegerNodeCompute::run_kernel(const IntegerMatMul& kernel, const void* a,
+                                      int32_t zero_point, float scale, int64_t m, void* out,
+                                      const ExecContext& exec) const {
+  if (binding_.quantize_inside) {
+    return kernel.run_dynamic(static_cast<const float*>(a), m, static_cast<float*>(out), exec);
+  }
+  return kernel.run(a, binding_.activation_type, zero_point, scale, m, out, exec);
+}
+
+Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
+  const OrtApi& ort = *api().ort;
+  const IntegerMatMulSpec& spec = kernel_->spec();
+  const OrtValue* input = nullptr;
+  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, binding_.activation_input, &input));
+  if (input == nullptr) return invalid_argument("the fused integer MatMul received no activation");
+  auto info = describe(input);
+  if (!info.is_ok()) return info.status();
+  std::vector<int64_t> dims = info.value().dims;
+  const ONNXTensorElementDataType expected =
+      binding_.quantize_inside                          ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
+      : binding_.activation_type == ElementType::kUInt8 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8
+                                                        : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+  if (info.value().type != expected) {
+    return invalid_argument("the activation of a fused integer MatMul has an unexpected type");
+  }
+  if (dims.empty() || dims.back() != spec.k) {
+    return invalid_argument(
+        str_cat("activation shape ", shape_string(dims), " does not end in K=", spec.k));
+  }
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) m *= dims[i];
+  dims.back() = spec.n;
+
+  int32_t zero_point = binding_.zero_point;
+  float scale = 1.0f;
+  if (binding_.zero_point_input >= 0) {
+    const ONNXTensorElementDataType zp_type = binding_.activation_type == ElementType::kUInt8
+                                                  ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8
+                                                  : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+    auto zp = scalar_input(context, binding_.zero_point_input, zp_type);
+    if (!zp.is_ok()) return zp.status();
+    zero_point = binding_.activation_type == ElementType::kUInt8
+                     ? *static_cast<const uint8_t*>(zp.value())
+                     : *static_cast<const int8_t*>(zp.value());
+  }
+  if (binding_.scale_input >= 0) {
+    auto s = scalar_input(context, binding_.scale_input, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+    if (!s.is_ok()) return s.status();
+    scale = *static_cast<const float*>(s.value());
+  }
+
+  OrtValue* output = nullptr;
+  NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, dims.data(), dims.size(), &output));
+  if (m == 0) return Status::ok();
+  void* out = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
+  const void* a = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
+  const ExecContext exec = exec_context(context);
+  if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||
+      !kernel_->on_device() || m < binding_.min_rows) {
+    return run_kernel(*kernel_, a, zero_point, scale, m, out, exec);
+  }
+  const std::vector<NodeOutput> outputs = {{ElementType::kFloat32, out, m * spec.n}};
+  return verifier_->run(
+      outputs,
+      [&](const std::vector<NodeOutput>& to) -> Result<bool> {
+        // While pending only the checking run reaches the device through this kernel.
+        const int64_t before = kernel_->counters().device_calls.load();
+        NPUFLOW_RETURN_IF_ERROR(run_kernel(*kernel_, a, zero_point, scale, m, to[0].data, exec));
+        return kernel_->counters().device_calls.load() > before;
+      },
+      [&](const std::vector<NodeOutput>& to) {
+        return run_kernel(*reference_, a, zero_point, scale, m, to[0].data, exec);
+      });
+}
+
+}  // namespace npuflow::ort
