@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/scratch.h"
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
 #include "quant/dynamic_quantize.h"
@@ -23,12 +24,6 @@ struct Scratch {
 Scratch& thread_scratch() {
   thread_local Scratch scratch;
   return scratch;
-}
-
-template <typename T>
-T* sized(std::vector<T>& buffer, size_t count) {
-  if (buffer.size() < count) buffer.resize(count);
-  return buffer.data();
 }
 
 }  // namespace

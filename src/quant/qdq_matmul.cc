@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/scratch.h"
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
 
@@ -21,12 +22,6 @@ struct Scratch {
 Scratch& thread_scratch() {
   thread_local Scratch scratch;
   return scratch;
-}
-
-template <typename T>
-T* sized(std::vector<T>& buffer, size_t count) {
-  if (buffer.size() < count) buffer.resize(count);
-  return buffer.data();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/scratch.h"
 #include "core/strings.h"
 #include "sim/cost_model.h"
 
@@ -28,12 +29,6 @@ int64_t round_up(int64_t value, int64_t multiple) {
 // Bytes one element takes in a device buffer (int4 sits one value per int8).
 int64_t buffer_bytes(NpuType type) {
   return type == NpuType::kFp16 ? 2 : 1;
-}
-
-template <typename T>
-T* sized(std::vector<T>& buffer, size_t count) {
-  if (buffer.size() < count) buffer.resize(count);
-  return buffer.data();
 }
 
 std::string mib(int64_t bytes) {
