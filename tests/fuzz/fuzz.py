@@ -25,7 +25,8 @@ from onnx import TensorProto
 
 from fuzz_minimize import minimize, save
 from fuzz_mutations import mutate
-from fuzz_oracle import CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, MATCHING, MISMATCH, REFUSED, SHAPE
+from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, MATCHING, MISMATCH,
+                         REFUSED, SHAPE, UNJUDGED)
 from fuzz_runner import run_jobs
 from fuzz_seeds import FIXTURES, ROOT, all_seeds
 
@@ -115,7 +116,8 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                ("    the unoptimized CPU EP", MATCHING, "disable"),
                ("    the claims' exits", MATCHING, "exits"),
                ("    a float64 evaluation", MATCHING, "float64"),
-               ("ill-conditioned (unjudged)", ILL_CONDITIONED, None),
+               ("ill-conditioned", ILL_CONDITIONED, None),
+               ("unjudged (reference slow)", UNJUDGED, None),
                ("mismatches", MISMATCH, None), ("different shapes", SHAPE, None),
                ("session errors", ERROR, None), ("crashes", CRASH, None), ("hangs", HANG, None)]
     lines.append(f"  {'':28}" + "".join(f"{d:>8}" for d in DEVICES))

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from fuzz_minimize import prune
 from fuzz_oracle import ERROR, ILL_CONDITIONED, MATCHING, REFUSED, SHAPE, classify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,8 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     """The gate applied where the claims hand over rather than at the graph outputs, with
     optimizations off (so the graph keeps its own names): an unclaimed op downstream (a
     mutated, ill-conditioned normalization, a division by a near-zero difference) can amplify
-    a difference well within the claim's gate. None when there is no exit to compare."""
+    a difference well within the claim's gate. Returns (verdict, the model cut at the exits,
+    npuflow's exit values), or None when there is no exit to compare."""
     model = onnx.load(job["model"])
     session, records = npuflow_session(ort, devices, job["model"], "disable", device, report)
     del session
@@ -122,17 +124,24 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     claims = sum(len(r["claims"]) for r in records)
     if not claims:
         return None
-    return classify(cpu.run(names, feeds), session.run(names, feeds), claims, device)
+    got = session.run(names, feeds)
+    # The subgraph that computes the exits alone: what a float64 evaluation needs to run.
+    del model.graph.output[:]
+    model.graph.output.extend(exits)
+    prune(model)
+    return classify(cpu.run(names, feeds), got, claims, device), model, got
 
 
-def float64_reference(job: dict, feeds: dict) -> list | None:
+def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
     """The model evaluated in float64 by ONNX's reference evaluator (its float32 constants,
     inputs and casts widened), the outputs rounded to float32: the arithmetic a fused claim that
     accumulates in double approximates better than the CPU EP's op-by-op float32. None when the
     evaluator cannot run the model."""
     from onnx.reference import ReferenceEvaluator
 
-    model = onnx.load(job["model"])
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    model = copy
     g = model.graph
     for t in g.initializer:
         if t.data_type == onnx.TensorProto.FLOAT:
@@ -146,7 +155,9 @@ def float64_reference(job: dict, feeds: dict) -> list | None:
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
             vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
-    wide = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    names = {i.name for i in g.input}
+    wide = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()
+            if k in names}
     try:
         with np.errstate(all="ignore"):
             outputs = ReferenceEvaluator(model).run(None, wide)
@@ -194,7 +205,7 @@ def ill_conditioned(ort, job: dict, feeds: dict, device: str) -> str | None:
     return None
 
 
-def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str) -> dict:
+def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) -> dict:
     report = Path(job["report_dir"]) / f"{job['id']}-{device}.jsonl"
     session, records = npuflow_session(ort, devices, job["model"], job["level"], device, report)
     outcome = {"claims": sum(len(r["claims"]) for r in records),
@@ -218,19 +229,24 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str) -> dict:
             outcome.update({"class": MATCHING, "reference": "disable", "detail": (
                 f"matches the unoptimized CPU EP; at level {job['level']}: {outcome['detail']}")})
             return outcome
-    verdict = verdict_at_exits(ort, devices, job, feeds, device, report)
-    if verdict and verdict[0] == MATCHING:
-        outcome.update({"class": MATCHING, "reference": "exits", "detail": (
-            f"within the gate where the claims hand over; at the outputs: {outcome['detail']}")})
-        return outcome
-    if verdict:
+    at_exits = verdict_at_exits(ort, devices, job, feeds, device, report)
+    cut, cut_got = onnx.load(job["model"]), got
+    if at_exits:
+        verdict, cut, cut_got = at_exits
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "exits", "detail": (
+                f"within the gate where the claims hand over; at the outputs: "
+                f"{outcome['detail']}")})
+            return outcome
         outcome["detail"] += f"; where the claims hand over: {verdict[1]}"
-    exact = float64_reference(job, feeds)
+    mark(f"{device}-reference")  # the evaluator is slow: if it stalls, the mutant is unjudged
+    exact = float64_reference(cut, feeds)
+    mark(device)
     if exact is not None:
-        verdict = classify(exact, got, outcome["claims"], device)
+        verdict = classify(exact, cut_got, outcome["claims"], device)
         if verdict[0] == MATCHING:
             outcome.update({"class": MATCHING, "reference": "float64", "detail": (
-                f"matches the float64 evaluation; the CPU EP's float32: {outcome['detail']}")})
+                f"matches a float64 evaluation; the CPU EP's float32: {outcome['detail']}")})
             return outcome
     why = ill_conditioned(ort, job, feeds, device)
     if why:
@@ -270,7 +286,7 @@ def run_job(ort, devices, job: dict, progress) -> dict:
         mark(device)
         started = time.perf_counter()
         try:
-            outcome = judge(ort, devices, job, feeds, ref, device)
+            outcome = judge(ort, devices, job, feeds, ref, device, mark)
         except Exception as error:  # noqa: BLE001 - the CPU EP ran it; npuflow must too
             outcome = {"class": ERROR, "detail": str(error).splitlines()[0][:300]}
         outcome["seconds"] = round(time.perf_counter() - started, 3)

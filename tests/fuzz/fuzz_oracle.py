@@ -30,6 +30,9 @@ ERROR = "error"  # the CPU EP ran the mutant, the npuflow session failed or drop
 # difference of huge values), so no gate can tell a wrong claim from a different summation
 # order. Counted, not a failure.
 ILL_CONDITIONED = "ill-conditioned"
+# Outside the gates, and the float64 evaluation that could have settled it did not finish before
+# the hang timeout (ONNX's reference evaluator on a large convolution). Counted, not a failure.
+UNJUDGED = "unjudged"
 CRASH = "crash"
 HANG = "hang"
 FAILURES = (MISMATCH, SHAPE, ERROR, CRASH, HANG)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from fuzz_oracle import CRASH, HANG
+from fuzz_oracle import CRASH, HANG, UNJUDGED
 
 CHILD = Path(__file__).resolve().parent / "fuzz_child.py"
 
@@ -28,6 +28,9 @@ def _last_mark(progress: Path) -> tuple[int, str] | None:
 def _death(job_id: int, stage: str, verdict: str, detail: str) -> dict:
     if stage == "mutate":  # ONNX (shape inference) died building the mutant: no mutant
         return {"id": job_id, "generator_error": f"{verdict} while mutating: {detail}"}
+    if stage.endswith("-reference"):  # the harness's float64 evaluation, not npuflow, stalled
+        return {"id": job_id, "devices": {stage.removesuffix("-reference"): {
+            "class": UNJUDGED, "detail": f"{verdict} in the float64 reference: {detail}"}}}
     if stage == "cpu":  # ONNX Runtime itself died on the CPU EP: not npuflow's, not accepted
         return {"id": job_id, "cpu_error": f"{verdict} on the CPU EP: {detail}"}
     return {"id": job_id, "devices": {stage: {"class": verdict, "detail": detail}}}

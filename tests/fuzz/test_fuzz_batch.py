@@ -10,11 +10,11 @@ from fuzz import DEVICES, failures_of, run, summary
 from fuzz_oracle import MATCHING, REFUSED
 
 BATCH_SEED = 20261201
-BATCH_COUNT = int(os.environ.get("NPUFLOW_FUZZ_BATCH", "600"))
+BATCH_COUNT = int(os.environ.get("NPUFLOW_FUZZ_BATCH", "1000"))
 
 
 def test_fixed_batch_never_crashes_hangs_or_lies(tmp_path):
-    records = run(BATCH_SEED, list(range(BATCH_COUNT)), tmp_path, jobs=1)
+    records = run(BATCH_SEED, list(range(BATCH_COUNT)), tmp_path, jobs=2)
     text = summary(records, BATCH_SEED, 0)
     print(text)
     failing = [(r["id"], d, o["class"]) for r in records for d, o in failures_of(r)]
