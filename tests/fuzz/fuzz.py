@@ -116,6 +116,7 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                ("    the unoptimized CPU EP", MATCHING, "disable"),
                ("    the claims' exits", MATCHING, "exits"),
                ("    a float64 evaluation", MATCHING, "float64"),
+               ("    fp16 GEMM operands (sim)", MATCHING, "fp16"),
                ("ill-conditioned", ILL_CONDITIONED, None),
                ("unjudged (reference slow)", UNJUDGED, None),
                ("mismatches", MISMATCH, None), ("different shapes", SHAPE, None),

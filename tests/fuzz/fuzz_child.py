@@ -167,6 +167,27 @@ def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
             for o in outputs]
 
 
+def fp16_operands(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose MatMul, Gemm and Conv read their float operands rounded to fp16 (a Cast to
+    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = []
+    for k, node in enumerate(copy.graph.node):
+        if node.op_type in ("MatMul", "Gemm", "Conv") and node.domain in ("", "ai.onnx"):
+            for j in range(min(2, len(node.input))):
+                rounded = f"fuzz_fp16_{k}_{j}"
+                nodes += [helper.make_node("Cast", [node.input[j]], [rounded + "_h"],
+                                           to=onnx.TensorProto.FLOAT16),
+                          helper.make_node("Cast", [rounded + "_h"], [rounded],
+                                           to=onnx.TensorProto.FLOAT)]
+                node.input[j] = rounded
+        nodes.append(node)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
 def one_ulp_apart(model: onnx.ModelProto, feeds: dict, seed: int):
     """A copy of the model and feeds with every float32 weight and input moved by up to one ulp
     at random: what another summation order does to the values."""
@@ -247,6 +268,18 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
         if verdict[0] == MATCHING:
             outcome.update({"class": MATCHING, "reference": "float64", "detail": (
                 f"matches a float64 evaluation; the CPU EP's float32: {outcome['detail']}")})
+            return outcome
+    if device == "sim":
+        emulated = ort.InferenceSession(fp16_operands(cut).SerializeToString(),
+                                        sess_options=session_options(ort, "disable"),
+                                        providers=["CPUExecutionProvider"])
+        names = [o.name for o in cut.graph.output]
+        verdict = classify(emulated.run(names, {k: v for k, v in feeds.items()
+                                                if k in {i.name for i in cut.graph.input}}),
+                           cut_got, outcome["claims"], device)
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "fp16", "detail": (
+                f"matches the CPU EP with fp16 GEMM operands; at fp32: {outcome['detail']}")})
             return outcome
     why = ill_conditioned(ort, job, feeds, device)
     if why:
