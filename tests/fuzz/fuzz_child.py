@@ -85,37 +85,73 @@ def npuflow_session(ort, devices, model, level: str, device: str, report: Path):
     return session, records
 
 
-def claim_exits(model: onnx.ModelProto, claimed_nodes: set[str]) -> list:
-    """Value infos of the values claimed nodes produce for the rest of the graph (or as graph
-    outputs): where a claim hands its results over, and where its gate applies."""
+def claim_boundary(model: onnx.ModelProto, claimed_nodes: set[str]):
+    """(exits, entries) of the claims: value infos of the values claimed nodes produce for the
+    rest of the graph (or as graph outputs), where a claim hands its results over and its gate
+    applies; and of the values they read from outside (constants aside)."""
     inside = [n for n in model.graph.node if n.name in claimed_nodes]
     produced = {o for n in inside for o in n.output if o}
     read_outside = {x for n in model.graph.node if n.name not in claimed_nodes for x in n.input}
     read_outside |= {o.name for o in model.graph.output}
-    names = sorted(produced & read_outside)
+    constants = {t.name for t in model.graph.initializer}
+    exits = sorted(produced & read_outside)
+    entries = sorted({x for n in inside for x in n.input if x and x not in produced
+                      and x not in constants})
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-        types = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
-    except Exception:  # noqa: BLE001 - without types the exits cannot be added
-        return []
-    return [types[n] for n in names if n in types]
+    except Exception:  # noqa: BLE001 - without types the boundary cannot be cut
+        return [], []
+    types = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+             + list(inferred.graph.input)}
+    if any(n not in types for n in exits + entries):
+        return [], []
+    return [types[n] for n in exits], [types[n] for n in entries]
+
+
+def cut(model: onnx.ModelProto, exits: list, entries: list) -> onnx.ModelProto:
+    """The subgraph that computes the exits from the entries (and constants)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    producer = {o: n for n in g.node for o in n.output}
+    stop = {e.name for e in entries} | {t.name for t in g.initializer}
+    needed, kept, todo = set(), set(), [e.name for e in exits]
+    while todo:
+        value = todo.pop()
+        if value in needed or value in stop or value not in producer:
+            continue
+        needed.add(value)
+        node = producer[value]
+        kept.add(id(node))
+        todo += [x for x in node.input if x]
+    nodes = [n for n in g.node if id(n) in kept]
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.input[:]
+    g.input.extend(entries)
+    del g.output[:]
+    g.output.extend(exits)
+    del g.value_info[:]
+    prune(copy)
+    return copy
 
 
 def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: Path):
     """The gate applied where the claims hand over rather than at the graph outputs, with
     optimizations off (so the graph keeps its own names): an unclaimed op downstream (a
     mutated, ill-conditioned normalization, a division by a near-zero difference) can amplify
-    a difference well within the claim's gate. Returns (verdict, the model cut at the exits,
-    npuflow's exit values), or None when there is no exit to compare."""
+    a difference well within the claim's gate. Returns (verdict, the claimed subgraph cut at
+    its boundary, npuflow's exit values, the CPU EP's entry values), or None when there is no
+    boundary to compare at."""
     model = onnx.load(job["model"])
     session, records = npuflow_session(ort, devices, job["model"], "disable", device, report)
     del session
     claimed = {name for r in records for c in r["claims"] for name in c["nodes"]}
-    exits = claim_exits(model, claimed)
+    exits, entries = claim_boundary(model, claimed)
     if not exits:
         return None
     existing = {o.name for o in model.graph.output}
-    model.graph.output.extend(e for e in exits if e.name not in existing)
+    model.graph.output.extend(v for v in exits + entries if v.name not in existing)
     data = model.SerializeToString()
     names = [e.name for e in exits]
     cpu = ort.InferenceSession(data, sess_options=session_options(ort, "disable"),
@@ -125,11 +161,10 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     if not claims:
         return None
     got = session.run(names, feeds)
-    # The subgraph that computes the exits alone: what a float64 evaluation needs to run.
-    del model.graph.output[:]
-    model.graph.output.extend(exits)
-    prune(model)
-    return classify(cpu.run(names, feeds), got, claims, device), model, got
+    reference = cpu.run(names + [e.name for e in entries], feeds)
+    entry_feeds = dict(zip([e.name for e in entries], reference[len(names):]))
+    return (classify(reference[:len(names)], got, claims, device), cut(model, exits, entries),
+            got, entry_feeds)
 
 
 def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
@@ -251,9 +286,9 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
                 f"matches the unoptimized CPU EP; at level {job['level']}: {outcome['detail']}")})
             return outcome
     at_exits = verdict_at_exits(ort, devices, job, feeds, device, report)
-    cut, cut_got = onnx.load(job["model"]), got
+    claimed, claimed_got, claimed_feeds = onnx.load(job["model"]), got, feeds
     if at_exits:
-        verdict, cut, cut_got = at_exits
+        verdict, claimed, claimed_got, claimed_feeds = at_exits
         if verdict[0] == MATCHING:
             outcome.update({"class": MATCHING, "reference": "exits", "detail": (
                 f"within the gate where the claims hand over; at the outputs: "
@@ -261,22 +296,23 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
             return outcome
         outcome["detail"] += f"; where the claims hand over: {verdict[1]}"
     mark(f"{device}-reference")  # the evaluator is slow: if it stalls, the mutant is unjudged
-    exact = float64_reference(cut, feeds)
+    exact = float64_reference(claimed, claimed_feeds)
     mark(device)
     if exact is not None:
-        verdict = classify(exact, cut_got, outcome["claims"], device)
+        verdict = classify(exact, claimed_got, outcome["claims"], device)
         if verdict[0] == MATCHING:
             outcome.update({"class": MATCHING, "reference": "float64", "detail": (
                 f"matches a float64 evaluation; the CPU EP's float32: {outcome['detail']}")})
             return outcome
     if device == "sim":
-        emulated = ort.InferenceSession(fp16_operands(cut).SerializeToString(),
+        emulated = ort.InferenceSession(fp16_operands(claimed).SerializeToString(),
                                         sess_options=session_options(ort, "disable"),
                                         providers=["CPUExecutionProvider"])
-        names = [o.name for o in cut.graph.output]
-        verdict = classify(emulated.run(names, {k: v for k, v in feeds.items()
-                                                if k in {i.name for i in cut.graph.input}}),
-                           cut_got, outcome["claims"], device)
+        names = [o.name for o in claimed.graph.output]
+        inputs = {i.name for i in claimed.graph.input}
+        verdict = classify(emulated.run(names, {k: v for k, v in claimed_feeds.items()
+                                                if k in inputs}),
+                           claimed_got, outcome["claims"], device)
         if verdict[0] == MATCHING:
             outcome.update({"class": MATCHING, "reference": "fp16", "detail": (
                 f"matches the CPU EP with fp16 GEMM operands; at fp32: {outcome['detail']}")})
