@@ -147,7 +147,8 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                      f"{cpu_deaths}")
     for r in records:
         for device, o in failures_of(r):
-            lines.append(f"  FAIL {o['class']} on {device}: mutant {r['id']} of {r.get('seed_model')} "
+            lines.append(f"  FAIL {o['class']} on {device}: mutant {r['id']} of "
+                         f"{r.get('seed_model')} "
                          f"(level {r['level']}, feeds {r['feed_kind']}): {o['detail'][:400]}")
             lines += [f"      {m}" for m in r["mutations"]]
     return "\n".join(lines)

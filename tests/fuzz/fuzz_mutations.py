@@ -58,8 +58,10 @@ class Mutator:
         for vi in infos:
             t = vi.type.tensor_type
             if t.elem_type:
-                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim) \
-                    if t.HasField("shape") else None
+                dims = None
+                if t.HasField("shape"):
+                    dims = tuple(d.dim_value if d.HasField("dim_value") else None
+                                 for d in t.shape.dim)
                 self.types[vi.name] = (t.elem_type, dims)
         for name, t in self.initializers.items():
             self.types[name] = (t.data_type, tuple(t.dims))
@@ -144,13 +146,14 @@ class Mutator:
         elif kind == "unsqueeze":
             b = a.reshape((1,) + a.shape)
         elif kind == "empty":
-            b = np.zeros((0,) if not a.ndim else a.shape[:axis] + (0,) + a.shape[axis + 1:], a.dtype)
+            b = np.zeros((0,) if not a.ndim else a.shape[:axis] + (0,) + a.shape[axis + 1:],
+                         a.dtype)
         elif kind == "truncate":
             if a.shape[axis] < 2:
                 return None
             b = np.take(a, range(self.rng.randrange(1, a.shape[axis])), axis=axis)
         elif kind == "grow":
-            b = np.concatenate([a, np.take(a, [-1] if a.shape[axis] else [], axis=axis)], axis=axis) \
+            b = np.concatenate([a, np.take(a, [-1], axis=axis)], axis=axis) \
                 if a.shape[axis] else a
         elif kind == "squeeze":
             ones = [i for i, d in enumerate(a.shape) if d == 1]
@@ -188,7 +191,8 @@ class Mutator:
                     a = a - 128
                 if target == "int4":
                     a = np.clip(a, -8, 7)
-                    t.CopyFrom(helper.make_tensor(name, TensorProto.INT4, a.shape, a.reshape(-1).tolist()))
+                    t.CopyFrom(helper.make_tensor(name, TensorProto.INT4, a.shape,
+                                                  a.reshape(-1).tolist()))
                 else:
                     self.replace_tensor(t, a.astype(target))
             return f"dtype of DQ {node.name} weight and zero point -> {target}"
@@ -198,7 +202,8 @@ class Mutator:
             return None
         _, _, tensor = self.rng.choice(items)
         a = numpy_helper.to_array(tensor)
-        target = self.rng.choice(["float16", "float64", "int8", "uint8", "int32", "int64", "float32"])
+        target = self.rng.choice(["float16", "float64", "int8", "uint8", "int32", "int64",
+                                  "float32"])
         if str(a.dtype) == target:
             return None
         with np.errstate(all="ignore"):
@@ -339,7 +344,8 @@ class Mutator:
             new_nodes.append(helper.make_node(op, [value, c], [out]))
         elif op == "QDQ":
             s, z, q = self.fresh("scale"), self.fresh("zp"), self.fresh("q")
-            inits += [numpy_helper.from_array(np.array(self.rng.choice([0.01, 0.1, 1.0]), np.float32), s),
+            scale = np.array(self.rng.choice([0.01, 0.1, 1.0]), np.float32)
+            inits += [numpy_helper.from_array(scale, s),
                       numpy_helper.from_array(np.array(0, np.int8), z)]
             new_nodes += [helper.make_node("QuantizeLinear", [value, s, z], [q]),
                           helper.make_node("DequantizeLinear", [q, s, z], [out])]

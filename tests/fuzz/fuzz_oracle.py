@@ -8,6 +8,15 @@
   (tests/integration/test_qdq_exact.py). Float outputs: the device's cosine and relative L2 bars
   of tests/integration/gates.py over the finite values, and NaN/Inf exactly where the CPU EP has
   them.
+
+A claimed mutant outside the gate is judged again before it counts as a mismatch (fuzz_child.py,
+each step counted in the summary): against the CPU EP with optimizations off (ONNX Runtime's
+level-2 QDQ clean-ups change what the CPU EP computes when Q/DQ parameters disagree); at the
+claims' exits (an unclaimed, ill-conditioned op downstream amplifies rounding); against a float64
+evaluation of the claimed subgraph (a fused LayerNorm that accumulates in double keeps what fp32
+op-by-op loses next to 1e30); on sim, against the CPU EP with fp16 GEMM operands (the device's
+documented arithmetic). A claim that fails all of them is a mismatch, unless the CPU EP fails the
+same gate against itself with every weight and input one ulp apart (ill-conditioned: counted).
 """
 from __future__ import annotations
 

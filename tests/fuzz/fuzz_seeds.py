@@ -53,11 +53,13 @@ def _two_group_model() -> onnx.ModelProto:
     add_group(nodes, inits, QdqSpec(k=64, n=48, zp_x=-2, zp_y=3, seed=11, name="up"), "x", "up.out")
     add_group(nodes, inits, QdqSpec(k=64, n=48, zp_x=-2, zp_y=3, seed=12, name="gate"), "x",
               "gate.out")
-    nodes.append(helper.make_node("DequantizeLinear", ["gate.out", "gate.y_scale", "gate.y_zero_point"],
-                                  ["gate.f"], name="gate.dq_out"))
+    nodes.append(helper.make_node("DequantizeLinear",
+                                  ["gate.out", "gate.y_scale", "gate.y_zero_point"], ["gate.f"],
+                                  name="gate.dq_out"))
     nodes.append(helper.make_node("Relu", ["gate.f"], ["gate.relu"], name="gate.relu"))
-    nodes.append(helper.make_node("QuantizeLinear", ["gate.relu", "down.x_scale", "down.x_zero_point"],
-                                  ["gate.q"], name="gate.requant"))
+    nodes.append(helper.make_node("QuantizeLinear",
+                                  ["gate.relu", "down.x_scale", "down.x_zero_point"], ["gate.q"],
+                                  name="gate.requant"))
     add_group(nodes, inits, QdqSpec(k=48, n=64, with_q=False, zp_x=-2, seed=13, name="down"),
               "gate.q", "down.out")
     graph = helper.make_graph(
