@@ -92,6 +92,7 @@ def run(run_seed: int, indices: list[int], out_dir: Path, jobs: int, chunk: int 
                 model.with_suffix(".json").write_text(json.dumps(record, indent=1))
             else:
                 model.unlink(missing_ok=True)
+                model.with_suffix(".json").unlink(missing_ok=True)  # from an earlier run
             records.append(record)
         if progress:
             progress(records)
@@ -251,6 +252,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.reduce:
         record = json.loads(Path(args.reduce).read_text())
+        record["model"] = str(Path(record["model"]).resolve())
         for device, outcome in failures_of(record):
             reduce(record, device, outcome, Path(args.reduce).parent, args.minimize_budget,
                    record.get("run_seed", "reduced"))
@@ -258,7 +260,7 @@ def main(argv=None) -> int:
         return 0
     run_seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     print(f"fuzz seed {run_seed} (SEED={run_seed} to reproduce)", flush=True)
-    out = Path(args.out) / (str(run_seed) if args.only is None else f"{run_seed}-only-{args.only}")
+    out = Path(args.out).resolve() / (str(run_seed) if args.only is None else f"{run_seed}-only-{args.only}")
     indices = [args.only] if args.only is not None else list(range(args.count))
     started = time.monotonic()
     done = [0]

@@ -39,6 +39,7 @@ def _death(job_id: int, stage: str, verdict: str, detail: str) -> dict:
 def run_jobs(jobs: list[dict], work: Path, hang_s: float = 120.0) -> list[dict]:
     """Results for every job, in order; jobs carry 'id', the child's inputs and 'devices'.
     work is a directory of this call's own (removed at the end)."""
+    work = work.resolve()  # the child runs in tests/fuzz
     work.mkdir(parents=True, exist_ok=True)
     results: dict[int, dict] = {}
     pending = list(jobs)
