@@ -25,8 +25,8 @@ from onnx import TensorProto
 
 from fuzz_minimize import minimize, save
 from fuzz_mutations import mutate
-from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, MATCHING, MISMATCH,
-                         REFUSED, SHAPE, UNJUDGED)
+from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, INVALID, MATCHING,
+                         MISMATCH, REFUSED, SHAPE, UNJUDGED)
 from fuzz_runner import run_jobs
 from fuzz_seeds import FIXTURES, ROOT, all_seeds
 
@@ -120,6 +120,7 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                ("    fp16 GEMM operands (sim)", MATCHING, "fp16"),
                ("ill-conditioned", ILL_CONDITIONED, None),
                ("unjudged (reference slow)", UNJUDGED, None),
+               ("invalid as written", INVALID, None),
                ("mismatches", MISMATCH, None), ("different shapes", SHAPE, None),
                ("session errors", ERROR, None), ("crashes", CRASH, None), ("hangs", HANG, None)]
     lines.append(f"  {'':28}" + "".join(f"{d:>8}" for d in DEVICES))
@@ -135,9 +136,10 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
     lines.append("  claims by kind: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
                                          or "none"))
     reasons = Counter(x for r in accepted for o in r["devices"].values()
-                      for x in o.get("reasons", []))
+                      for x in o.get("reasons", []) + o.get("device_reasons", []))
     lines.append(f"  distinct refusal reasons exercised: {len(reasons)}")
     lines += [f"    {reason:48} {count}" for reason, count in sorted(reasons.items())]
+    lines.append("    (matcher:reason from the claim reports; device: from npuflow's warnings)")
     generator_deaths = sum(1 for r in records if "generator_error" in r)
     if generator_deaths:
         lines.append(f"  ONNX died building the mutant (shape inference; no mutant): "

@@ -42,6 +42,10 @@ ILL_CONDITIONED = "ill-conditioned"
 # Outside the gates, and the float64 evaluation that could have settled it did not finish before
 # the hang timeout (ONNX's reference evaluator on a large convolution). Counted, not a failure.
 UNJUDGED = "unjudged"
+# The npuflow session failed where the CPU EP ran the mutant, but the CPU EP with optimizations
+# off fails it too: the model is invalid as written, and only a CPU EP fusion that npuflow's
+# claim pre-empted had hidden it. Counted, not a failure.
+INVALID = "invalid-as-written"
 CRASH = "crash"
 HANG = "hang"
 FAILURES = (MISMATCH, SHAPE, ERROR, CRASH, HANG)

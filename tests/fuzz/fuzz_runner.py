@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,38 @@ from pathlib import Path
 from fuzz_oracle import CRASH, HANG, UNJUDGED
 
 CHILD = Path(__file__).resolve().parent / "fuzz_child.py"
+
+
+# Device-level refusals are logged, not reported: (pattern, what happened). The status text in
+# the first group becomes the reason, its numbers masked.
+DEVICE_REFUSALS = [
+    (re.compile(r"cannot hold a \d+x\d+ weight \((.*?)\); it runs on the host"),
+     "weight kept on the host"),
+    (re.compile(r"refused a \d+x\d+x\d+ projection \((.*?)\); such calls run on the host"),
+     "projection call on the host"),
+    (re.compile(r"npu_qdq_pack_fallback \S+ k=-?\d+ n=-?\d+: (.*?); every call"),
+     "QDQ weight kept on the host"),
+    (re.compile(r"npu_qdq_fallback \S+ m=\d+ k=\d+ n=\d+: (.*?); running"),
+     "QDQ call on the host"),
+]
+MARK = re.compile(r"^==fuzz== (\d+) (\S+)$", re.M)
+
+
+def device_refusals(stderr: str) -> dict[tuple[int, str], set[str]]:
+    """The device-level refusals npuflow logged, per (mutant, device), from a child's stderr
+    split at the stage marks."""
+    found: dict[tuple[int, str], set[str]] = {}
+    marks = list(MARK.finditer(stderr))
+    for k, mark in enumerate(marks):
+        end = marks[k + 1].start() if k + 1 < len(marks) else len(stderr)
+        segment = stderr[mark.end():end]
+        device = mark.group(2).removesuffix("-reference")
+        for pattern, what in DEVICE_REFUSALS:
+            for m in pattern.finditer(segment):
+                reason = re.sub(r"\b\d+\b", "N", m.group(1))[:100]
+                found.setdefault((int(mark.group(1)), device), set()).add(
+                    f"device:{what}: {reason}")
+    return found
 
 
 def _last_mark(progress: Path) -> tuple[int, str] | None:
@@ -67,8 +100,11 @@ def run_jobs(jobs: list[dict], work: Path, hang_s: float = 120.0) -> list[dict]:
                     child.wait()
                     hung = True
         done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        logged = device_refusals(stderr_file.read_text(errors="replace"))
         for r in done:
             results[r["id"]] = r
+            for device, outcome in r.get("devices", {}).items():
+                outcome["device_reasons"] = sorted(logged.get((r["id"], device), ()))
         finished = {r["id"] for r in done}
         pending = [j for j in pending if j["id"] not in finished]
         if not pending:
