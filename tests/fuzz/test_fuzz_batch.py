@@ -10,7 +10,7 @@ from fuzz import DEVICES, failures_of, run, summary
 from fuzz_oracle import MATCHING, REFUSED
 
 BATCH_SEED = 20261201
-BATCH_COUNT = int(os.environ.get("NPUFLOW_FUZZ_BATCH", "900"))
+BATCH_COUNT = int(os.environ.get("FUZZ_BATCH_COUNT", "900"))
 
 
 def test_fixed_batch_never_crashes_hangs_or_lies(tmp_path):
