@@ -10,7 +10,7 @@ CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-ggml format clean
+        bench-ggml format clean fuzz test-fuzz
 
 all: build
 
@@ -47,7 +47,7 @@ test-python-asan: build-asan
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  NPUFLOW_BUILD_DIR=$(abspath $(ASAN_DIR)) $(PYTHON) -m pytest -q tests/integration
 
-test: test-unit test-asan test-python test-python-asan
+test: test-unit test-asan test-python test-python-asan test-fuzz
 
 $(DEMO_MODEL): build tools/qdq_models.py
 	@mkdir -p $(dir $(DEMO_MODEL))
@@ -105,3 +105,15 @@ N ?= 20
 fixtures-matrix: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/fixtures/run_matrix.py --count $(N) \
 	  $(if $(SEED),--seed $(SEED)) --report $(BUILD_DIR)/matrix-report.txt
+
+# The graph fuzzer of issue #9 (tests/fuzz): N seeded mutants of the committed fixtures and the
+# generated QDQ models, each run on the CPU EP and, in child processes, with npuflow on host and
+# sim. Without SEED a fresh seed is drawn and printed; ONLY=I reruns mutant I of SEED. Failures
+# are minimized and saved under tests/fuzz/regressions. `make test` runs a fixed seeded batch and
+# every saved regression (once, with the release build).
+fuzz: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tests/fuzz/fuzz.py --count $(N) --jobs $(JOBS) \
+	  $(if $(SEED),--seed $(SEED)) $(if $(ONLY),--only $(ONLY))
+
+test-fuzz: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q tests/fuzz

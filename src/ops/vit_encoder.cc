@@ -13,6 +13,11 @@
 namespace npuflow {
 namespace {
 
+// A finite float that fp16 can only hold as infinity: an NPU would compute with infinity.
+bool overflows_half(float value, uint16_t half) {
+  return std::isfinite(value) && (half & 0x7fffu) == 0x7c00u;
+}
+
 constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
 
 int64_t pad_rows(int64_t rows) {
@@ -197,8 +202,14 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
       // An NPU computes fp16: pack the weight rounded to fp16, and keep an exact host copy for
       // the calls it refuses (contract, tiling) or fails.
       std::vector<uint16_t> half(w.size());
-      for (size_t i = 0; i < w.size(); ++i) half[i] = float_to_half_bits(w[i]);
-      auto packed = dev.pack_fp16_weight(half.data(), k, n_total);
+      bool in_range = true;
+      for (size_t i = 0; i < w.size(); ++i) {
+        half[i] = float_to_half_bits(w[i]);
+        in_range = in_range && !overflows_half(w[i], half[i]);
+      }
+      auto packed = in_range ? dev.pack_fp16_weight(half.data(), k, n_total)
+                             : Result<std::unique_ptr<PackedWeight>>(
+                                   unsupported("a weight is beyond fp16's range"));
       if (packed.is_ok()) {
         dense.packed = std::move(packed).value();
         dense.fp16 = true;
@@ -370,14 +381,19 @@ Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padd
     thread_local std::vector<float> padded_out;
     half.assign(static_cast<size_t>(device_rows * dense.k), 0);
     const size_t count = static_cast<size_t>(rows_padded * dense.k);
-    for (size_t i = 0; i < count; ++i) half[i] = float_to_half_bits(x[i]);
+    bool in_range = true;
+    for (size_t i = 0; i < count; ++i) {
+      half[i] = float_to_half_bits(x[i]);
+      in_range = in_range && !overflows_half(x[i], half[i]);
+    }
     float* out = y;
     if (device_rows != rows_padded) {
       padded_out.resize(static_cast<size_t>(device_rows * dense.n));
       out = padded_out.data();
     }
-    status = device_->gemm_fp16(half.data(), device_rows, *dense.packed, out, ElementType::kFloat32,
-                                context);
+    status = in_range ? device_->gemm_fp16(half.data(), device_rows, *dense.packed, out,
+                                           ElementType::kFloat32, context)
+                      : unsupported("an activation is beyond fp16's range");
     if (status.is_ok() && out != y) std::copy(out, out + rows_padded * dense.n, y);
   } else if (dense.packed) {
     status = device_->gemm_float(x, rows_padded, *dense.packed, y, context);

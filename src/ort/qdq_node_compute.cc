@@ -77,7 +77,9 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
 
   OrtValue* output = nullptr;
   NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, dims.data(), dims.size(), &output));
-  if (m == 0) return Status::ok();
+  // A group whose result nothing reads (a dead QuantizeLinear) leaves the fused node without an
+  // output: ONNX Runtime hands out no tensor, and there is nothing to compute.
+  if (output == nullptr || m == 0) return Status::ok();
   void* out = nullptr;
   NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
   const void* a = nullptr;

@@ -1,0 +1,392 @@
+"""The fuzzer's child process: runs a batch of mutants on the CPU EP and with npuflow loaded, and
+classifies each. It writes `<id> <stage>` to the progress file before each stage, so that when
+it dies (a crash) or stalls (a hang) the parent knows which mutant and which stage did it; each
+finished mutant is one JSON line in the results file.
+
+    python fuzz_child.py JOBS.json PROGRESS RESULTS
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from fuzz_minimize import prune
+from fuzz_oracle import ERROR, ILL_CONDITIONED, INVALID, MATCHING, REFUSED, SHAPE, classify
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
+EP_LIBRARY = BUILD_DIR / "lib" / "libonnxruntime_npuflow.so"
+EP_NAME = "NpuflowExecutionProvider"
+
+
+def make_feeds(spec: list, seed: int, kind: str) -> dict:
+    """Seeded inputs for [name, onnx elem type, shape]: normal floats, full-range 8-bit integers;
+    kind "special" sprinkles NaN, Inf and 1e30 into float inputs, "large" finite values beyond
+    fp16's range, "zeros" is all zero."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, elem, shape in spec:
+        dtype = helper.tensor_dtype_to_np_dtype(elem)
+        if dtype.kind == "f":
+            a = rng.standard_normal(shape).astype(dtype)
+            if kind in ("special", "large") and a.size:
+                flat = a.reshape(-1)
+                values = (np.nan, np.inf, -np.inf, 1e30) if kind == "special" else (1e5, -3e5)
+                for value in values:
+                    flat[rng.integers(0, a.size)] = value
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            lo, hi = max(int(info.min), -128), min(int(info.max), 255)
+            a = rng.integers(lo, hi + 1, size=shape).astype(dtype)
+        else:
+            a = rng.integers(0, 2, size=shape).astype(dtype)
+        if kind == "zeros":
+            a = np.zeros_like(a)
+        feeds[name] = a
+    return feeds
+
+
+def session_options(ort, level: str):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[level]
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 4  # the verdict is in the outputs; ORT's warnings would drown stderr
+    return so
+
+
+DEVICE_OPTIONS = {"host": {"device": "host"}, "sim": {"device": "sim", "min_rows": "1"}}
+
+
+def unoptimized_reference(ort, job: dict, feeds: dict) -> list:
+    cpu = ort.InferenceSession(job["model"], sess_options=session_options(ort, "disable"),
+                               providers=["CPUExecutionProvider"])
+    return cpu.run(None, feeds)
+
+
+def unoptimized_fails(ort, job: dict, feeds: dict) -> bool:
+    try:
+        unoptimized_reference(ort, job, feeds)
+    except Exception:  # noqa: BLE001 - the failure is the answer
+        return True
+    return False
+
+
+def npuflow_session(ort, devices, model, level: str, device: str, report: Path):
+    """(session, report records) of npuflow on device; model is a path or serialized bytes."""
+    report.unlink(missing_ok=True)
+    so = session_options(ort, level)
+    so.add_provider_for_devices(devices, {**DEVICE_OPTIONS[device], "report": str(report)})
+    session = ort.InferenceSession(model, sess_options=so)
+    records = [json.loads(line) for line in report.read_text().splitlines()] \
+        if report.exists() else []
+    return session, records
+
+
+def claim_boundary(model: onnx.ModelProto, claimed_nodes: set[str]):
+    """(exits, entries) of the claims: value infos of the values claimed nodes produce for the
+    rest of the graph (or as graph outputs), where a claim hands its results over and its gate
+    applies; and of the values they read from outside (constants aside)."""
+    inside = [n for n in model.graph.node if n.name in claimed_nodes]
+    produced = {o for n in inside for o in n.output if o}
+    read_outside = {x for n in model.graph.node if n.name not in claimed_nodes for x in n.input}
+    read_outside |= {o.name for o in model.graph.output}
+    constants = {t.name for t in model.graph.initializer}
+    exits = sorted(produced & read_outside)
+    entries = sorted({x for n in inside for x in n.input if x and x not in produced
+                      and x not in constants})
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - without types the boundary cannot be cut
+        return [], []
+    types = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+             + list(inferred.graph.input)}
+    if any(n not in types for n in exits + entries):
+        return [], []
+    return [types[n] for n in exits], [types[n] for n in entries]
+
+
+def cut(model: onnx.ModelProto, exits: list, entries: list) -> onnx.ModelProto:
+    """The subgraph that computes the exits from the entries (and constants)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    producer = {o: n for n in g.node for o in n.output}
+    stop = {e.name for e in entries} | {t.name for t in g.initializer}
+    needed, kept, todo = set(), set(), [e.name for e in exits]
+    while todo:
+        value = todo.pop()
+        if value in needed or value in stop or value not in producer:
+            continue
+        needed.add(value)
+        node = producer[value]
+        kept.add(id(node))
+        todo += [x for x in node.input if x]
+    nodes = [n for n in g.node if id(n) in kept]
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.input[:]
+    g.input.extend(entries)
+    del g.output[:]
+    g.output.extend(exits)
+    del g.value_info[:]
+    prune(copy)
+    return copy
+
+
+def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: Path):
+    """The gate applied where the claims hand over rather than at the graph outputs, with
+    optimizations off (so the graph keeps its own names): an unclaimed op downstream (a
+    mutated, ill-conditioned normalization, a division by a near-zero difference) can amplify
+    a difference well within the claim's gate. Returns (verdict, the claimed subgraph cut at
+    its boundary, npuflow's exit values, the CPU EP's entry values), or None when there is no
+    boundary to compare at."""
+    model = onnx.load(job["model"])
+    session, records = npuflow_session(ort, devices, job["model"], "disable", device, report)
+    del session
+    claimed = {name for r in records for c in r["claims"] for name in c["nodes"]}
+    exits, entries = claim_boundary(model, claimed)
+    if not exits:
+        return None
+    existing = {o.name for o in model.graph.output}
+    model.graph.output.extend(v for v in exits + entries if v.name not in existing)
+    data = model.SerializeToString()
+    names = [e.name for e in exits]
+    cpu = ort.InferenceSession(data, sess_options=session_options(ort, "disable"),
+                               providers=["CPUExecutionProvider"])
+    session, records = npuflow_session(ort, devices, data, "disable", device, report)
+    claims = sum(len(r["claims"]) for r in records)
+    if not claims:
+        return None
+    got = session.run(names, feeds)
+    reference = cpu.run(names + [e.name for e in entries], feeds)
+    entry_feeds = dict(zip([e.name for e in entries], reference[len(names):]))
+    return (classify(reference[:len(names)], got, claims, device), cut(model, exits, entries),
+            got, entry_feeds)
+
+
+def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
+    """The model evaluated in float64 by ONNX's reference evaluator (its float32 constants,
+    inputs and casts widened), the outputs rounded to float32: the arithmetic a fused claim that
+    accumulates in double approximates better than the CPU EP's op-by-op float32. None when the
+    evaluator cannot run the model."""
+    from onnx.reference import ReferenceEvaluator
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    model = copy
+    g = model.graph
+    for t in g.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+    for node in g.node:
+        for a in node.attribute:
+            if a.name == "value" and a.t.data_type == onnx.TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64)))
+            if node.op_type == "Cast" and a.name == "to" and a.i == onnx.TensorProto.FLOAT:
+                a.i = onnx.TensorProto.DOUBLE
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    names = {i.name for i in g.input}
+    wide = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()
+            if k in names}
+    try:
+        with np.errstate(all="ignore"):
+            outputs = ReferenceEvaluator(model).run(None, wide)
+    except Exception:  # noqa: BLE001 - ops the evaluator lacks: no verdict
+        return None
+    return [np.asarray(o).astype(np.float32) if np.asarray(o).dtype == np.float64 else o
+            for o in outputs]
+
+
+def fp16_operands(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose MatMul, Gemm and Conv read their float operands rounded to fp16 (a Cast to
+    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = []
+    for k, node in enumerate(copy.graph.node):
+        if node.op_type in ("MatMul", "Gemm", "Conv") and node.domain in ("", "ai.onnx"):
+            for j in range(min(2, len(node.input))):
+                rounded = f"fuzz_fp16_{k}_{j}"
+                nodes += [helper.make_node("Cast", [node.input[j]], [rounded + "_h"],
+                                           to=onnx.TensorProto.FLOAT16),
+                          helper.make_node("Cast", [rounded + "_h"], [rounded],
+                                           to=onnx.TensorProto.FLOAT)]
+                node.input[j] = rounded
+        nodes.append(node)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
+def one_ulp_apart(model: onnx.ModelProto, feeds: dict, seed: int):
+    """A copy of the model and feeds with every float32 weight and input moved by up to one ulp
+    at random: what another summation order does to the values."""
+    rng = np.random.default_rng(seed)
+
+    def nudge(a):
+        step = rng.integers(-1, 2, size=a.shape)
+        moved = np.where(step > 0, np.nextafter(a, np.float32(np.inf)),
+                         np.where(step < 0, np.nextafter(a, np.float32(-np.inf)), a))
+        # float32's extremes (masks of -max) stay: one ulp past them is infinity, not rounding.
+        return np.where(np.isfinite(moved) | ~np.isfinite(a), moved, a).astype(np.float32)
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    # Weights and inputs move; scalars stay (a Pow's exponent 2 one ulp off is NaN on negatives).
+    for t in copy.graph.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT and np.prod(t.dims) > 1:
+            t.CopyFrom(numpy_helper.from_array(nudge(numpy_helper.to_array(t)), t.name))
+    moved = {k: nudge(v) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    return copy, moved
+
+
+def ill_conditioned(ort, job: dict, feeds: dict, device: str) -> str | None:
+    """Why the CPU EP fails the device's gate against itself one ulp apart, or None."""
+    model = onnx.load(job["model"])
+    so = session_options(ort, "disable")
+    ref = ort.InferenceSession(job["model"], sess_options=so,
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for seed in (1, 2):
+        moved_model, moved_feeds = one_ulp_apart(model, feeds, seed)
+        got = ort.InferenceSession(moved_model.SerializeToString(), sess_options=so,
+                                   providers=["CPUExecutionProvider"]).run(None, moved_feeds)
+        verdict = classify(ref, got, 1, device)
+        if verdict[0] != MATCHING:
+            return f"the CPU EP one ulp apart: {verdict[1]}"
+    return None
+
+
+def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) -> dict:
+    report = Path(job["report_dir"]) / f"{job['id']}-{device}.jsonl"
+    session, records = npuflow_session(ort, devices, job["model"], job["level"], device, report)
+    outcome = {"claims": sum(len(r["claims"]) for r in records),
+               "kinds": sorted({c["kind"] for r in records for c in r["claims"]}),
+               "reasons": sorted({f"{r.get('matcher', 'qdq')}:{x['reason']}"
+                                  for r in records for x in r["refusals"]})}
+    if EP_NAME not in session.get_providers():
+        outcome["class"], outcome["detail"] = ERROR, "the session dropped the npuflow EP"
+        return outcome
+    got = session.run(None, feeds)
+    del session
+    outcome["class"], outcome["detail"] = classify(ref, got, outcome["claims"], device)
+    if outcome["class"] in (REFUSED, MATCHING, SHAPE) or not outcome["claims"]:
+        return outcome
+    if job["level"] != "disable":
+        # ONNX Runtime's own optimizer can change what the CPU EP computes (its QDQ clean-ups
+        # assume matching Q/DQ parameters): a claim is then judged against the model as
+        # written, the CPU EP with optimizations off.
+        verdict = classify(unoptimized_reference(ort, job, feeds), got, outcome["claims"], device)
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "disable", "detail": (
+                f"matches the unoptimized CPU EP; at level {job['level']}: {outcome['detail']}")})
+            return outcome
+    at_exits = verdict_at_exits(ort, devices, job, feeds, device, report)
+    claimed, claimed_got, claimed_feeds = onnx.load(job["model"]), got, feeds
+    if at_exits:
+        verdict, claimed, claimed_got, claimed_feeds = at_exits
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "exits", "detail": (
+                f"within the gate where the claims hand over; at the outputs: "
+                f"{outcome['detail']}")})
+            return outcome
+        outcome["detail"] += f"; where the claims hand over: {verdict[1]}"
+    mark(f"{device}-reference")  # the evaluator is slow: if it stalls, the mutant is unjudged
+    exact = float64_reference(claimed, claimed_feeds)
+    mark(device)
+    if exact is not None:
+        verdict = classify(exact, claimed_got, outcome["claims"], device)
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "float64", "detail": (
+                f"matches a float64 evaluation; the CPU EP's float32: {outcome['detail']}")})
+            return outcome
+    if device == "sim":
+        emulated = ort.InferenceSession(fp16_operands(claimed).SerializeToString(),
+                                        sess_options=session_options(ort, "disable"),
+                                        providers=["CPUExecutionProvider"])
+        names = [o.name for o in claimed.graph.output]
+        inputs = {i.name for i in claimed.graph.input}
+        verdict = classify(emulated.run(names, {k: v for k, v in claimed_feeds.items()
+                                                if k in inputs}),
+                           claimed_got, outcome["claims"], device)
+        if verdict[0] == MATCHING:
+            outcome.update({"class": MATCHING, "reference": "fp16", "detail": (
+                f"matches the CPU EP with fp16 GEMM operands; at fp32: {outcome['detail']}")})
+            return outcome
+    why = ill_conditioned(ort, job, feeds, device)
+    if why:
+        outcome.update({"class": ILL_CONDITIONED, "detail": f"{outcome['detail']}; {why}"})
+    return outcome
+
+
+def run_job(ort, devices, job: dict, progress) -> dict:
+    def mark(stage):
+        progress.write(f"{job['id']} {stage}\n")
+        progress.flush()
+        sys.stderr.write(f"==fuzz== {job['id']} {stage}\n")
+        sys.stderr.flush()
+
+    result = {"id": job["id"]}
+    if "model" not in job:  # generated here: ONNX's shape inference can die on a mutant too
+        from fuzz import make_mutant
+
+        mark("mutate")
+        made = make_mutant(job["run_seed"], job["id"], Path(job["mutants_dir"]))
+        # What the mutant is, for the parent should this process die running it.
+        Path(made["model"]).with_suffix(".made.json").write_text(json.dumps(made))
+        job.update(made)
+        result.update({k: v for k, v in made.items() if k != "id"})
+    feeds = make_feeds(job["feeds"], job["feed_seed"], job["feed_kind"])
+    mark("cpu")
+    try:
+        cpu = ort.InferenceSession(job["model"], sess_options=session_options(ort, job["level"]),
+                                   providers=["CPUExecutionProvider"])
+        ref = cpu.run(None, feeds)
+        del cpu
+    except Exception as error:  # noqa: BLE001 - the CPU EP's rejection is the verdict
+        result["cpu_error"] = str(error).splitlines()[0][:300]
+        return result
+    result["devices"] = {}
+    for device in job["run_on"]:
+        mark(device)
+        started = time.perf_counter()
+        try:
+            outcome = judge(ort, devices, job, feeds, ref, device, mark)
+        except Exception as error:  # noqa: BLE001 - the CPU EP ran it; npuflow must too
+            outcome = {"class": ERROR, "detail": str(error).splitlines()[0][:300]}
+            if job["level"] != "disable" and unoptimized_fails(ort, job, feeds):
+                # Invalid as written (a QuantizeLinear's block_size on a scalar scale): only the
+                # CPU EP's level-2 fusion, which npuflow's claim pre-empted, had hidden it.
+                outcome["class"] = INVALID
+        outcome["seconds"] = round(time.perf_counter() - started, 3)
+        result["devices"][device] = outcome
+    return result
+
+
+def main(jobs_file: str, progress_file: str, results_file: str) -> None:
+    import onnxruntime as ort
+
+    ort.register_execution_provider_library("npuflow", str(EP_LIBRARY))
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+    assert devices, "onnxruntime lists no npuflow device"
+    jobs = json.loads(Path(jobs_file).read_text())
+    with open(progress_file, "a") as progress, open(results_file, "a") as results:
+        for job in jobs:
+            results.write(json.dumps(run_job(ort, devices, job, progress)) + "\n")
+            results.flush()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,106 @@
+"""What a mutant's npuflow outputs must satisfy against the CPU EP's.
+
+- Nothing claimed: npuflow left every node to the CPU EP, so the outputs are the CPU EP's, bit
+  for bit (NaN where it has NaN).
+- Something claimed: the claim's gate. Integer outputs (a fused QDQ MatMul's quantized output)
+  may differ by one LSB: the CPU EP computes DQ -> float MatMul -> Q in fp32, npuflow in exact
+  integers, and the fp32 sum's rounding moves a value across a rounding boundary now and then
+  (tests/integration/test_qdq_exact.py). Float outputs: the device's cosine and relative L2 bars
+  of tests/integration/gates.py over the finite values, and NaN/Inf exactly where the CPU EP has
+  them.
+
+A claimed mutant outside the gate is judged again before it counts as a mismatch (fuzz_child.py,
+each step counted in the summary): against the CPU EP with optimizations off (ONNX Runtime's
+level-2 QDQ clean-ups change what the CPU EP computes when Q/DQ parameters disagree); at the
+claims' exits (an unclaimed, ill-conditioned op downstream amplifies rounding); against a float64
+evaluation of the claimed subgraph (a fused LayerNorm that accumulates in double keeps what fp32
+op-by-op loses next to 1e30); on sim, against the CPU EP with fp16 GEMM operands (the device's
+documented arithmetic). A claim that fails all of them is a mismatch, unless the CPU EP fails the
+same gate against itself with every weight and input one ulp apart (ill-conditioned: counted).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from gates import BARS  # noqa: E402
+
+# Outcome classes, in the order the summary prints them after the CPU EP's verdict.
+REFUSED = "refused"
+MATCHING = "claimed-and-matching"
+MISMATCH = "mismatch"
+SHAPE = "different-shape"
+ERROR = "error"  # the CPU EP ran the mutant, the npuflow session failed or dropped the EP
+# Outside every gate, but so is the CPU EP against itself when each constant and input moves by
+# one fp32 ulp: the mutant's outputs depend on rounding (a stream of 1e30 normalized, a
+# difference of huge values), so no gate can tell a wrong claim from a different summation
+# order. Counted, not a failure.
+ILL_CONDITIONED = "ill-conditioned"
+# Outside the gates, and the float64 evaluation that could have settled it did not finish before
+# the hang timeout (ONNX's reference evaluator on a large convolution). Counted, not a failure.
+UNJUDGED = "unjudged"
+# The npuflow session failed where the CPU EP ran the mutant, but the CPU EP with optimizations
+# off fails it too: the model is invalid as written, and only a CPU EP fusion that npuflow's
+# claim pre-empted had hidden it. Counted, not a failure.
+INVALID = "invalid-as-written"
+CRASH = "crash"
+HANG = "hang"
+FAILURES = (MISMATCH, SHAPE, ERROR, CRASH, HANG)
+
+
+def _float_gate(ref: np.ndarray, got: np.ndarray, device: str) -> str | None:
+    """None when got is within the device's bars of ref, else why not."""
+    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
+    for what, test in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
+        differ = int((test(ref64) != test(got64)).sum())
+        if differ:
+            return f"{what} at {differ} positions that differ from the CPU EP"
+    finite = np.isfinite(ref64)
+    r, g = ref64[finite], got64[finite]
+    scale = max(float(np.abs(r).max(initial=0)), float(np.abs(g).max(initial=0)))
+    if scale == 0:
+        return None  # both all zero (or nothing finite, with the same NaN/Inf)
+    r, g = r / scale, g / scale  # norms of values near the float range would overflow
+    rn, gn = np.linalg.norm(r), np.linalg.norm(g)
+    if rn == 0 or gn == 0:
+        return f"one side is all zero (norms {rn:.3g}, {gn:.3g} after scaling by {scale:.3g})"
+    cos = float(r @ g / (rn * gn))
+    rel = float(np.linalg.norm(r - g) / rn)
+    min_cos, max_rel = BARS[device]
+    if cos >= min_cos and rel <= max_rel:
+        return None
+    return f"cosine {cos:.9f} (bar {min_cos}), relL2 {rel:.2e} (bar {max_rel:g})"
+
+
+def classify(ref: list, got: list, claims: int, device: str) -> tuple[str, str]:
+    """(outcome class, detail) of npuflow's outputs got against the CPU EP's ref."""
+    if len(ref) != len(got):
+        return SHAPE, f"{len(got)} outputs, the CPU EP gives {len(ref)}"
+    for k, (r, g) in enumerate(zip(ref, got)):
+        r, g = np.asarray(r), np.asarray(g)
+        if r.shape != g.shape:
+            return SHAPE, f"output {k}: shape {g.shape}, the CPU EP gives {r.shape}"
+        if r.dtype != g.dtype:
+            return MISMATCH, f"output {k}: dtype {g.dtype}, the CPU EP gives {r.dtype}"
+    for k, (r, g) in enumerate(zip(ref, got)):
+        r, g = np.asarray(r), np.asarray(g)
+        if claims == 0 or r.dtype.kind not in "fiu" or r.size == 0:
+            if not np.array_equal(r, g, equal_nan=r.dtype.kind == "f"):
+                bad = int((r != g).sum()) if r.dtype.kind != "f" else int(
+                    (~((r == g) | (np.isnan(r) & np.isnan(g)))).sum())
+                return MISMATCH, (f"output {k}: {bad} of {r.size} values differ from the CPU EP "
+                                  f"with nothing claimed" if claims == 0 else
+                                  f"output {k}: {bad} of {r.size} values differ")
+        elif r.dtype.kind in "iu":
+            diff = np.abs(r.astype(np.int64) - g.astype(np.int64))
+            if diff.max(initial=0) > 1:
+                return MISMATCH, (f"output {k}: worst {int(diff.max())} LSB, "
+                                  f"{int((diff > 1).sum())} of {r.size} values beyond 1 LSB")
+        else:
+            why = _float_gate(r, g, device)
+            if why:
+                return MISMATCH, f"output {k}: {why}"
+    return (MATCHING if claims else REFUSED), ""
