@@ -225,7 +225,9 @@ std::optional<EncoderActivation> Matcher::activation(ValueId z, ValueId& u, Used
       for (size_t i = 0; i < probe.size(); ++i) {
         const float x = probe[i], y = gate[i];
         const float ref = reference(kind, x) * (gated ? y : 1.0f);
-        worst = std::max(worst, std::fabs(result[i] - ref) / std::max(1.0f, std::fabs(y)));
+        // A NaN difference (a NaN constant in the subgraph) must fail, not slip past max().
+        const float diff = std::fabs(result[i] - ref) / std::max(1.0f, std::fabs(y));
+        if (!(diff <= worst)) worst = diff;
       }
       if (worst < 2e-5f) {
         used.insert(used.end(), nodes.begin(), nodes.end());

@@ -292,9 +292,14 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   for (int64_t h : candidates) {
     if (h <= 0 || d % h != 0) continue;
     tried = h;
-    ok_q = part_q.replayed && tq.data == expect(h, false, n, 0);
-    ok_k = part_k.replayed && tk.data == expect(h, true, n, fused ? d : 0);
-    ok_v = part_v.replayed && tv.data == expect(h, false, n, fused ? 2 * d : 0);
+    // The layouts, not only the data order: a size-1 batch axis moved elsewhere keeps the order
+    // but changes every shape after it (the CPU EP then broadcasts the residual add).
+    const std::vector<int64_t> heads_shape = {1, h, t, d / h}, keys_shape = {1, h, d / h, t};
+    ok_q = part_q.replayed && tq.shape == heads_shape && tq.data == expect(h, false, n, 0);
+    ok_k =
+        part_k.replayed && tk.shape == keys_shape && tk.data == expect(h, true, n, fused ? d : 0);
+    ok_v = part_v.replayed && tv.shape == heads_shape &&
+           tv.data == expect(h, false, n, fused ? 2 * d : 0);
     IndexTensor tm;
     tm.shape = {1, h, t, d / h};
     tm.data = expect(h, false, d, 0);

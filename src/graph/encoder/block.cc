@@ -3,6 +3,18 @@
 
 namespace npuflow::encoder {
 
+bool Matcher::broadcasts(ValueId stream, ValueId branch) const {
+  // The kernel adds the branch to the stream row by row: the two must have one shape. Dims
+  // inference left unknown (-1) count as equal; a rank or a known dim that differs does not
+  // (a branch whose layout moved the batch axis comes back [H, T, D] against [1, T, D]).
+  const auto a = static_shape(stream), b = static_shape(branch);
+  if (!a || !b || a->empty() || b->empty()) return false;  // no rank inferred: unknown
+  if (a->size() != b->size()) return true;
+  for (size_t i = 0; i < a->size(); ++i)
+    if ((*a)[i] >= 0 && (*b)[i] >= 0 && (*a)[i] != (*b)[i]) return true;
+  return false;
+}
+
 std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                       Fail& why) const {
   for (NodeId add1 : g_.value(h).consumers) {
@@ -10,6 +22,11 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     const NodeInfo& a1 = g_.node(add1);
     const ValueId branch = a1.input(0) == h ? a1.input(1) : a1.input(0);
     if (branch == h) continue;
+    if (broadcasts(h, branch)) {
+      why = {"block_shape", str_cat("the residual add '", g_.node(add1).name,
+                                    "' broadcasts its branch against the stream")};
+      continue;
+    }
     Used local;
     EncoderLayerRef L;
     // The output projection (its width fixes D for the LayerScale check).
@@ -123,6 +140,11 @@ std::optional<ValueId> Matcher::mlp(ValueId mid, int64_t d, EncoderLayerRef& L, 
     if (!is(add2, "Add")) continue;
     const NodeInfo& a2 = g_.node(add2);
     const ValueId b2 = a2.input(0) == mid ? a2.input(1) : a2.input(0);
+    if (broadcasts(mid, b2)) {
+      why = {"block_shape",
+             str_cat("the residual add '", a2.name, "' broadcasts its branch against the stream")};
+      continue;
+    }
     Used m_used;
     std::string ls2;
     ValueId fc2_out = b2;

@@ -113,6 +113,28 @@ std::optional<std::set<NodeId>> Matcher::close_claim(const Embedding& emb, const
                                        ") sits between claimed nodes and cannot run inside")};
     return std::nullopt;
   }
+  // Shape arithmetic that something outside reads too stays outside: every value a claimed node
+  // gives to an unclaimed one becomes an output of the fused node, and the plan computes no shape
+  // values. (Its inputs then are read outside in turn: repeat.)
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = claimed.begin(); it != claimed.end();) {
+      bool read_outside = false;
+      if (is_shape_node(*it)) {
+        for (ValueId out : g_.node(*it).outputs) {
+          const ValueInfo& info = g_.value(out);
+          read_outside |= info.is_graph_output;
+          for (NodeId c : info.consumers) read_outside |= !claimed.count(c);
+        }
+      }
+      if (read_outside) {
+        it = claimed.erase(it);
+        changed = true;
+      } else {
+        ++it;
+      }
+    }
+  }
   for (NodeId n : claimed) {
     for (ValueId out : g_.node(n).outputs) {
       const ValueInfo& info = g_.value(out);
@@ -129,7 +151,6 @@ std::optional<std::set<NodeId>> Matcher::close_claim(const Embedding& emb, const
         exits[out] = {it->second.first, static_cast<int>(enc.exit_norms.size() - 1)};
         continue;
       }
-      if (is_shape_node(n)) continue;  // shape arithmetic read outside too: computed again there
       why = {"internal_value_escapes", str_cat("'", info.name, "' (", g_.node(n).op_type,
                                                ") inside the encoder is also read outside it")};
       return std::nullopt;

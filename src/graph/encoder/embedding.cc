@@ -83,9 +83,9 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
   // input to the weights' type): those nodes join the claim, unless something else reads their
   // output (Depth Anything's neck reads its shape): then the fused node reads that output.
   ValueId pixels = conv.input(0);
-  for (NodeId p = producer(pixels); p != kNoNode && (is(p, "Identity") || is_noop_cast(p)) &&
-                                    g_.value(pixels).consumers.size() == 1 &&
-                                    !g_.value(pixels).is_graph_output;
+  for (NodeId p = producer(pixels);
+       p != kNoNode && (is(p, "Identity") || is_noop_cast(p)) &&
+       g_.value(pixels).consumers.size() == 1 && !g_.value(pixels).is_graph_output;
        p = producer(pixels)) {
     used.push_back(p);
     pixels = g_.node(p).input(0);

@@ -192,6 +192,8 @@ class Matcher : public CanonicalGraph {
   std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why) const;
   std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                Fail& why) const;
+  // A residual Add of `branch` to `stream` would broadcast (their known dims differ).
+  bool broadcasts(ValueId stream, ValueId branch) const;
   // The MLP branch added to `mid` (the stream after the attention, or its post-LN): fills the
   // MLP's fields of L and returns the block's output.
   std::optional<ValueId> mlp(ValueId mid, int64_t d, EncoderLayerRef& L, Used& used,
