@@ -10,7 +10,8 @@ CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-ggml format clean fuzz test-fuzz
+        bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes test-fuzz-bytes build-tsan \
+        test-tsan
 
 all: build
 
@@ -47,7 +48,44 @@ test-python-asan: build-asan
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  NPUFLOW_BUILD_DIR=$(abspath $(ASAN_DIR)) $(PYTHON) -m pytest -q tests/integration
 
-test: test-unit test-asan test-python test-python-asan test-fuzz
+# libFuzzer targets for the parsers of untrusted bytes: knob values, the claim report, model files
+# through `explain`/`plan` (tests/fuzz_bytes; clang, ASan+UBSan). `make fuzz-bytes` fuzzes each
+# for FUZZ_SECONDS from a fresh seed; `make test` runs a short fixed-seed round.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 300
+CLANG_VERSION := $(shell sed -n 's/^CLANG_VERSION=//p' tools/versions.env)
+
+$(FUZZ_DIR)/build.ninja:
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++-$(CLANG_VERSION) -DNPUFLOW_FUZZ=ON -DNPUFLOW_GGML=OFF \
+	  -DBUILD_TESTING=OFF $(CMAKE_FLAGS)
+
+build-fuzz: setup $(FUZZ_DIR)/build.ninja
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target knob_values_fuzzer json_report_fuzzer \
+	  model_bytes_fuzzer
+
+fuzz-bytes: build-fuzz
+	tests/fuzz_bytes/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+test-fuzz-bytes: build-fuzz
+	FUZZ_SEED=1 tests/fuzz_bytes/run.sh $(FUZZ_DIR) 25
+
+# ThreadSanitizer (gcc): one session run from 4 threads, QDQ and an encoder, host and sim with
+# faults (tests/tsan). Only the EP and the test program are built.
+TSAN_DIR ?= build-tsan
+TSAN_RUNS ?= 200
+
+$(TSAN_DIR)/build.ninja:
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DNPUFLOW_SANITIZE=thread -DNPUFLOW_GGML=OFF $(CMAKE_FLAGS)
+
+build-tsan: setup $(TSAN_DIR)/build.ninja
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target onnxruntime_npuflow npuflow_session_threads
+
+test-tsan: build-tsan
+	tests/tsan/run.sh $(TSAN_DIR) $(TSAN_RUNS)
+
+test: test-unit test-asan test-python test-python-asan test-fuzz test-fuzz-bytes test-tsan
 
 $(DEMO_MODEL): build tools/qdq_models.py
 	@mkdir -p $(dir $(DEMO_MODEL))
@@ -76,7 +114,7 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)
 
 # Vision-encoder fixtures (issue #5): exported from `transformers` classes with random weights in a
 # separate cached venv (~/.cache/npuflow/fixtures-venv-<key>, PyTorch from PyPI: large). The small

@@ -130,7 +130,7 @@ int demo_command(const std::vector<std::string>& args) {
     auto& [claimed, candidates] =
         by_matcher[matcher == "vision" ? "vision encoders" : "QDQ MatMul groups"];
     claimed += static_cast<int>(graph["claims"].array().size());
-    candidates += static_cast<int>(graph["candidates"].number());
+    candidates += static_cast<int>(graph["candidates"].integer());
   }
   std::filesystem::remove(report);
 

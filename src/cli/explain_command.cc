@@ -14,19 +14,19 @@ namespace {
 void print_encoders(const JsonValue& graph) {
   const auto& claims = graph["claims"].array();
   std::printf("graph '%s': %zu of %d vision encoders claimed\n", graph["graph"].string().c_str(),
-              claims.size(), static_cast<int>(graph["candidates"].number()));
+              claims.size(), static_cast<int>(graph["candidates"].integer()));
   if (claims.empty()) return;
   std::printf("  %-28s %-15s %6s %6s %5s %5s %5s %s\n", "node", "family", "layers", "hidden",
               "heads", "exits", "nodes", "note");
   for (const JsonValue& claim : claims) {
     std::printf("  %-28s %-15s %6d %6d %5d %5zu %5zu %s\n", claim["node"].string().c_str(),
-                claim["family"].string().c_str(), static_cast<int>(claim["layers"].number()),
-                static_cast<int>(claim["hidden"].number()),
-                static_cast<int>(claim["heads"].number()), claim["exits"].array().size(),
+                claim["family"].string().c_str(), static_cast<int>(claim["layers"].integer()),
+                static_cast<int>(claim["hidden"].integer()),
+                static_cast<int>(claim["heads"].integer()), claim["exits"].array().size(),
                 claim["nodes"].array().size(), claim["note"].string().c_str());
-    if (const int registers = static_cast<int>(claim["registers"].number()); registers > 0) {
+    if (const int registers = static_cast<int>(claim["registers"].integer()); registers > 0) {
       std::printf("  %-28s registers: %d after token %d\n", "", registers,
-                  static_cast<int>(claim["register_position"].number()));
+                  static_cast<int>(claim["register_position"].integer()));
     }
   }
 }
@@ -40,16 +40,16 @@ void print_graph(const JsonValue& graph) {
     const bool integer = graph["matcher"].string() == "integer";
     std::printf(
         "graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(), claims.size(),
-        static_cast<int>(graph["candidates"].number()),
+        static_cast<int>(graph["candidates"].integer()),
         integer ? "integer MatMul groups (MatMulInteger, QLinearMatMul)" : "QDQ MatMul groups");
   }
   if (!claims.empty() && graph["matcher"].string() != "vision") {
     std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",
                 "w scales", "activation", "output", "nodes");
     for (const JsonValue& claim : claims) {
-      const int scales = static_cast<int>(claim["weight_scales"].number());
+      const int scales = static_cast<int>(claim["weight_scales"].integer());
       std::printf("  %-28s %6d %6d %-7s %-10s %-10s %-7s %zu%s%s\n", claim["node"].string().c_str(),
-                  static_cast<int>(claim["k"].number()), static_cast<int>(claim["n"].number()),
+                  static_cast<int>(claim["k"].integer()), static_cast<int>(claim["n"].integer()),
                   claim["weight"].string().c_str(), scales == 1 ? "tensor" : "column",
                   claim["activation"].string().c_str(), claim["output"].string().c_str(),
                   claim["nodes"].array().size(),
@@ -82,7 +82,10 @@ int explain_command(const std::vector<std::string>& args) {
       "explain", "explain MODEL.onnx [--opt disable|basic|extended|all]", args, config, ep_library);
   if (usage >= 0) return usage;
   OrtHarness harness(ep_library);
-  const auto graphs = claim_report(harness, config, "explain");
+  return explain_report(config, claim_report(harness, config, "explain"));
+}
+
+int explain_report(const SessionConfig& config, const std::vector<JsonValue>& graphs) {
   std::printf("npuflow explain: %s (ONNX Runtime optimization level: %s)\n",
               config.model_path.c_str(), optimization_level_name(config.optimization));
   for (const JsonValue& graph : graphs) print_graph(graph);

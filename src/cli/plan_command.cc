@@ -30,6 +30,8 @@ struct PricedGemm {
   int64_t resident_bytes = 0;
 };
 
+constexpr int64_t kMaxGemmDim = int64_t{1} << 20;
+
 sim::NpuType npu_type_for(const std::string& element_type) {
   return element_type == "int8" || element_type == "uint8" ? sim::NpuType::kInt8
                                                            : sim::NpuType::kFp16;
@@ -40,10 +42,15 @@ PricedGemm price(const std::string& subgraph, const JsonValue& work, int64_t def
   PricedGemm g;
   g.subgraph = subgraph;
   g.name = work["name"].string();
-  const auto rows = static_cast<int64_t>(work["rows"].number());
+  const int64_t rows = work["rows"].integer();
   g.m = rows > 0 ? rows : default_rows;
-  g.k = static_cast<int64_t>(work["k"].number());
-  g.n = static_cast<int64_t>(work["n"].number());
+  g.k = work["k"].integer();
+  g.n = work["n"].integer();
+  // The EP writes positive sizes only; anything else (a damaged or foreign report) is not a GEMM
+  // to price, and the cap keeps M*K*N inside int64.
+  if (g.m > kMaxGemmDim || g.k <= 0 || g.n <= 0 || g.k > kMaxGemmDim || g.n > kMaxGemmDim) {
+    return g;  // gemms == 0: not priced
+  }
   g.type = npu_type_for(work["type"].string());
   g.gemms = 1;
   g.macs = g.m * g.k * g.n;
@@ -65,6 +72,7 @@ PricedGemm price(const std::string& subgraph, const JsonValue& work, int64_t def
 }
 
 void accumulate(PricedGemm& total, const PricedGemm& part) {
+  if (part.gemms == 0) return;
   if (total.gemms == 0) {
     total = part;
     return;
@@ -97,11 +105,12 @@ double measure_cpu_ep_ms(OrtHarness& harness, const SessionConfig& config, int64
 int plan_command(const std::vector<std::string>& args) {
   SessionConfig config;
   std::string ep_library = default_ep_library();
-  std::string plot_path;
-  bool json = false;
-  int64_t rows = 128;
-  int workers = 5;
-  int runs = 5;
+  PlanOptions options;
+  std::string& plot_path = options.plot_path;
+  bool& json = options.json;
+  int64_t& rows = options.rows;
+  int& workers = options.workers;
+  int& runs = options.runs;
   const int usage = parse_model_command(
       "plan",
       "plan MODEL.onnx [--rows N] [--workers N] [--runs N] [--json] [--plot OUT.png] [--opt LEVEL]",
@@ -112,7 +121,7 @@ int plan_command(const std::vector<std::string>& args) {
         } else if (args[i] == "--plot" && has_value) {
           plot_path = args[++i];
         } else if (args[i] == "--rows" && has_value) {
-          rows = std::max<int64_t>(1, std::atoll(args[++i].c_str()));
+          rows = std::clamp<int64_t>(std::atoll(args[++i].c_str()), 1, kMaxGemmDim);
         } else if (args[i] == "--workers" && has_value) {
           workers = std::clamp(std::atoi(args[++i].c_str()), 1, 8);
         } else if (args[i] == "--runs" && has_value) {
@@ -124,7 +133,12 @@ int plan_command(const std::vector<std::string>& args) {
       });
   if (usage >= 0) return usage;
   OrtHarness harness(ep_library);
-  const std::vector<JsonValue> graphs = claim_report(harness, config, "plan");
+  return plan_report(&harness, config, options, claim_report(harness, config, "plan"));
+}
+
+int plan_report(OrtHarness* harness, const SessionConfig& config, const PlanOptions& options,
+                const std::vector<JsonValue>& graphs) {
+  const auto& [plot_path, json, rows, workers, runs] = options;
 
   std::vector<PricedGemm> claimed, host;
   std::set<std::string> graphs_seen;  // each matcher writes a record; host work is per graph
@@ -139,7 +153,7 @@ int plan_command(const std::vector<std::string>& args) {
     }
     if (!graphs_seen.insert(graph["graph"].string()).second) continue;
     for (const JsonValue& work : graph["host_gemms"].array()) {
-      host.push_back(price("(CPU)", work, rows, workers, false));
+      if (PricedGemm g = price("(CPU)", work, rows, workers, false); g.gemms > 0) host.push_back(g);
     }
   }
   double npu_ms = 0, claimed_cpu_ms = 0, host_cpu_ms = 0;
@@ -158,7 +172,8 @@ int plan_command(const std::vector<std::string>& args) {
   const double board_cpu_only = claimed_cpu_ms + host_cpu_ms;
   const double speedup = board_with_npu > 0 ? board_cpu_only / board_with_npu : 1.0;
   const double iova_per_fd_mib = static_cast<double>(resident) / workers / (1024.0 * 1024.0);
-  const double cpu_ep_ms = runs > 0 ? measure_cpu_ep_ms(harness, config, rows, runs) : 0.0;
+  const double cpu_ep_ms =
+      runs > 0 && harness != nullptr ? measure_cpu_ep_ms(*harness, config, rows, runs) : 0.0;
 
   if (json) {
     std::string items;

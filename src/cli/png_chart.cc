@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -171,7 +172,12 @@ Status write_bar_chart_png(const std::string& path, const std::string& title,
   double max_value = 0;
   for (const ChartRow& row : rows) {
     label_chars = std::max(label_chars, std::min<size_t>(row.label.size(), 28));
-    for (double v : row.values) max_value = std::max(max_value, v);
+    for (double v : row.values) {
+      if (!(v >= 0 && std::isfinite(v))) {
+        return invalid_argument(str_cat("chart '", title, "': bar '", row.label, "' is ", v));
+      }
+      max_value = std::max(max_value, v);
+    }
   }
   if (max_value <= 0) max_value = 1;
   const int bar_h = 14, gap = 10;
@@ -192,8 +198,7 @@ Status write_bar_chart_png(const std::string& path, const std::string& title,
   for (int tick = 0; tick <= 4; ++tick) {
     const int x = left + plot_w * tick / 4;
     canvas.fill(x, top - 4, x + 1, height - 36, grid);
-    canvas.text(x - 10, height - 30, str_cat(static_cast<int>(max_value * tick / 4 * 100) / 100.0),
-                ink);
+    canvas.text(x - 10, height - 30, str_cat(std::trunc(max_value * tick / 4 * 100) / 100.0), ink);
   }
   canvas.text(left + plot_w + 70, height - 30, unit, ink);
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -203,8 +208,7 @@ Status write_bar_chart_png(const std::string& path, const std::string& title,
       const int y0 = y + static_cast<int>(s) * (bar_h + 2);
       const int w = static_cast<int>(plot_w * rows[r].values[s] / max_value);
       canvas.fill(left, y0, left + std::max(w, 1), y0 + bar_h, series[s].rgb);
-      canvas.text(left + w + 6, y0, str_cat(static_cast<int>(rows[r].values[s] * 1000) / 1000.0),
-                  ink);
+      canvas.text(left + w + 6, y0, str_cat(std::trunc(rows[r].values[s] * 1000) / 1000.0), ink);
     }
   }
   return canvas.save_png(path);

@@ -1,6 +1,7 @@
 #include "core/json.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/strings.h"
@@ -137,6 +138,15 @@ class JsonParser {
   std::string_view text_;
   size_t pos_ = 0;
 };
+
+int64_t JsonValue::integer(int64_t otherwise) const {
+  constexpr double kExactLimit = 9007199254740992.0;  // 2^53
+  if (kind_ != Kind::kNumber || !(std::fabs(number_) <= kExactLimit) ||
+      std::trunc(number_) != number_) {
+    return otherwise;
+  }
+  return static_cast<int64_t>(number_);
+}
 
 const JsonValue& JsonValue::operator[](std::string_view key) const {
   static const JsonValue kNull;

@@ -2,6 +2,7 @@
 // JSON library: no \u escapes beyond ASCII, numbers as double.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ class JsonValue {
   Kind kind() const { return kind_; }
   bool boolean() const { return boolean_; }
   double number() const { return number_; }
+  // The number when it is an integer of at most 2^53 in magnitude, else `otherwise`: a report's
+  // counts and sizes, read without the undefined cast of a NaN or huge double.
+  int64_t integer(int64_t otherwise = 0) const;
   const std::string& string() const { return string_; }
   const std::vector<JsonValue>& array() const { return array_; }
   // Missing keys read as null.

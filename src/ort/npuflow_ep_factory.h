@@ -48,7 +48,7 @@ class NpuflowEpFactory : public OrtEpFactory {
                                                       OrtSyncStreamImpl** stream) noexcept;
 
   std::string registered_name_;
-  const OrtLogger* default_logger_;
+  [[maybe_unused]] const OrtLogger* default_logger_;
 };
 
 }  // namespace npuflow::ort

@@ -76,10 +76,19 @@ constexpr double kRoundingMagic = 6755399441055744.0;  // 1.5 * 2^52
 
 // One row of a block, branch-free so it vectorizes. Every quantity is an integer below 2^53 until
 // the multiply, so the double sums are exact and the only rounding is the final one.
+// clang (the libFuzzer build) cannot clone a template: there it is built for the baseline ISA.
+#if defined(__clang__)
+#define NPUFLOW_CLONED_TEMPLATE
+#else
+#define NPUFLOW_CLONED_TEMPLATE \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+
 template <typename Out>
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void requantize_row(
-    const int32_t* acc, const double* column_bias, const double* zp_w, double row_sum,
-    const double* multiplier, int64_t cols, double lo, double hi, int32_t zero_point, Out* out) {
+NPUFLOW_CLONED_TEMPLATE void requantize_row(const int32_t* acc, const double* column_bias,
+                                            const double* zp_w, double row_sum,
+                                            const double* multiplier, int64_t cols, double lo,
+                                            double hi, int32_t zero_point, Out* out) {
   for (int64_t c = 0; c < cols; ++c) {
     double v = (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c];
     v = std::min(std::max(v, -1048576.0), 1048576.0);

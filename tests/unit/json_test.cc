@@ -26,5 +26,22 @@ TEST(Json, RejectsMalformedText) {
   EXPECT_FALSE(JsonValue::parse("\"unterminated").is_ok());
 }
 
+// A report is untrusted bytes: its counts and sizes are read as integers without casting a NaN,
+// an infinity or a huge double (found by tests/fuzz_bytes/json_report_fuzzer).
+TEST(Json, ReadsIntegersOnlyWhenTheNumberIsOne) {
+  auto parsed = JsonValue::parse(
+      R"({"k":1024,"neg":-16,"big":1e300,"frac":2.5,"inf":-1e999,"text":"7","edge":9007199254740992})");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  const JsonValue& v = parsed.value();
+  EXPECT_EQ(v["k"].integer(), 1024);
+  EXPECT_EQ(v["neg"].integer(), -16);
+  EXPECT_EQ(v["edge"].integer(), int64_t{1} << 53);
+  EXPECT_EQ(v["big"].integer(-1), -1);
+  EXPECT_EQ(v["frac"].integer(-1), -1);
+  EXPECT_EQ(v["inf"].integer(-1), -1);
+  EXPECT_EQ(v["text"].integer(-1), -1);
+  EXPECT_EQ(v["missing"].integer(), 0);
+}
+
 }  // namespace
 }  // namespace npuflow
