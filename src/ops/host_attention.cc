@@ -2,47 +2,342 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "ops/avx2_math.h"
+#include "ops/simd.h"
 
 namespace npuflow {
+namespace {
+
+// Queries per task: a block's scores (kQueryBlock x T floats) stay in L2 between the QK^T, the
+// softmax and the PV passes, and the key/value panels are reused across the block's rows.
+constexpr int64_t kQueryBlock = 32;
+constexpr int64_t kRowTile = 4;  // query rows per register tile
+
+// One task's operands: `rows` queries of one head against all T keys.
+struct Block {
+  const float* q = nullptr;   // rows x dh, row stride ld_qkv
+  const float* kt = nullptr;  // dh x T: the head's keys transposed
+  const float* v = nullptr;   // T x dh, row stride ld_qkv
+  int64_t ld_qkv = 0, rows = 0, tokens = 0, dh = 0;
+  float* scores = nullptr;  // rows x T
+  float* out = nullptr;     // rows x dh, row stride ld_out
+  int64_t ld_out = 0;
+};
+
+void scores_portable(const Block& b) {
+  for (int64_t r = 0; r < b.rows; ++r) {
+    float* s = b.scores + r * b.tokens;
+    std::fill(s, s + b.tokens, 0.0f);
+    for (int64_t c = 0; c < b.dh; ++c) {
+      const float qc = b.q[r * b.ld_qkv + c];
+      const float* k = b.kt + c * b.tokens;
+      for (int64_t j = 0; j < b.tokens; ++j) s[j] += qc * k[j];
+    }
+  }
+}
+
+void context_portable(const Block& b) {
+  for (int64_t r = 0; r < b.rows; ++r) {
+    float* out = b.out + r * b.ld_out;
+    std::fill(out, out + b.dh, 0.0f);
+    const float* p = b.scores + r * b.tokens;
+    for (int64_t j = 0; j < b.tokens; ++j) {
+      const float* v = b.v + j * b.ld_qkv;
+      for (int64_t c = 0; c < b.dh; ++c) out[c] += p[j] * v[c];
+    }
+  }
+}
+
+// Scaled, biased scores -> probabilities in place; the sum and max as the reference computes them
+// (NaN scores are skipped by the max, a row of -inf gives NaN probabilities).
+void softmax_row_portable(float* s, int64_t n, float scale, const float* bias, int64_t bias_stride,
+                          bool nan_to_zero) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = bias ? s[j] * scale + bias[j * bias_stride] : s[j] * scale;
+    mx = std::max(mx, s[j]);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) {
+    const float p = s[j] * inv;
+    s[j] = nan_to_zero && std::isnan(p) ? 0.0f : p;
+  }
+}
+
+#if NPUFLOW_HAVE_AVX2_KERNELS
+// s[r][j0..j0+8W) for R query rows: q broadcast, keys loaded as W vectors per head dim.
+template <int R, int W>
+NPUFLOW_TARGET_AVX2 inline void scores_tile(const Block& b, int64_t r0, int64_t j0) {
+  __m256 acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm256_setzero_ps();
+  const float* q = b.q + r0 * b.ld_qkv;
+  for (int64_t c = 0; c < b.dh; ++c) {
+    __m256 k[W];
+    for (int w = 0; w < W; ++w) k[w] = _mm256_loadu_ps(b.kt + c * b.tokens + j0 + 8 * w);
+    for (int r = 0; r < R; ++r) {
+      const __m256 qv = _mm256_broadcast_ss(q + r * b.ld_qkv + c);
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(qv, k[w], acc[r][w]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w)
+      _mm256_storeu_ps(b.scores + (r0 + r) * b.tokens + j0 + 8 * w, acc[r][w]);
+}
+
+template <int R>
+NPUFLOW_TARGET_AVX2 void scores_rows(const Block& b, int64_t r0, int64_t j0, int64_t width) {
+  if (width == 16) {
+    scores_tile<R, 2>(b, r0, j0);
+  } else if (width == 8) {
+    scores_tile<R, 1>(b, r0, j0);
+  } else {
+    for (int r = 0; r < R; ++r) {
+      const float* q = b.q + (r0 + r) * b.ld_qkv;
+      for (int64_t j = j0; j < j0 + width; ++j) {
+        float dot = 0;
+        for (int64_t c = 0; c < b.dh; ++c) dot += q[c] * b.kt[c * b.tokens + j];
+        b.scores[(r0 + r) * b.tokens + j] = dot;
+      }
+    }
+  }
+}
+
+NPUFLOW_TARGET_AVX2 void scores_avx2(const Block& b) {
+  // Key tiles outer: a 16-key panel of K^T (dh x 16) stays in L1 for all the block's rows.
+  for (int64_t j0 = 0; j0 < b.tokens;) {
+    const int64_t left = b.tokens - j0;
+    const int64_t width = left >= 16 ? 16 : left >= 8 ? 8 : left;
+    int64_t r0 = 0;
+    for (; r0 + kRowTile <= b.rows; r0 += kRowTile) scores_rows<4>(b, r0, j0, width);
+    switch (b.rows - r0) {
+      case 3:
+        scores_rows<3>(b, r0, j0, width);
+        break;
+      case 2:
+        scores_rows<2>(b, r0, j0, width);
+        break;
+      case 1:
+        scores_rows<1>(b, r0, j0, width);
+        break;
+      default:
+        break;
+    }
+    j0 += width;
+  }
+}
+
+// out[r][c0..c0+8W) = sum_j p[r][j] v[j][c0..] for R rows.
+template <int R, int W>
+NPUFLOW_TARGET_AVX2 inline void context_tile(const Block& b, int64_t r0, int64_t c0) {
+  __m256 acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm256_setzero_ps();
+  const float* p = b.scores + r0 * b.tokens;
+  for (int64_t j = 0; j < b.tokens; ++j) {
+    __m256 v[W];
+    for (int w = 0; w < W; ++w) v[w] = _mm256_loadu_ps(b.v + j * b.ld_qkv + c0 + 8 * w);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pv = _mm256_broadcast_ss(p + r * b.tokens + j);
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(pv, v[w], acc[r][w]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w)
+      _mm256_storeu_ps(b.out + (r0 + r) * b.ld_out + c0 + 8 * w, acc[r][w]);
+}
+
+template <int R>
+NPUFLOW_TARGET_AVX2 void context_rows(const Block& b, int64_t r0) {
+  int64_t c0 = 0;
+  for (; c0 + 16 <= b.dh; c0 += 16) context_tile<R, 2>(b, r0, c0);
+  for (; c0 + 8 <= b.dh; c0 += 8) context_tile<R, 1>(b, r0, c0);
+  for (int r = 0; r < R && c0 < b.dh; ++r) {
+    float* out = b.out + (r0 + r) * b.ld_out;
+    const float* p = b.scores + (r0 + r) * b.tokens;
+    for (int64_t c = c0; c < b.dh; ++c) {
+      float sum = 0;
+      for (int64_t j = 0; j < b.tokens; ++j) sum += p[j] * b.v[j * b.ld_qkv + c];
+      out[c] = sum;
+    }
+  }
+}
+
+NPUFLOW_TARGET_AVX2 void context_avx2(const Block& b) {
+  int64_t r0 = 0;
+  for (; r0 + kRowTile <= b.rows; r0 += kRowTile) context_rows<4>(b, r0);
+  switch (b.rows - r0) {
+    case 3:
+      context_rows<3>(b, r0);
+      break;
+    case 2:
+      context_rows<2>(b, r0);
+      break;
+    case 1:
+      context_rows<1>(b, r0);
+      break;
+    default:
+      break;
+  }
+}
+
+NPUFLOW_TARGET_AVX2 void softmax_row_avx2(float* s, int64_t n, float scale, const float* bias,
+                                          int64_t bias_stride, bool nan_to_zero) {
+  const __m256 scale_v = _mm256_set1_ps(scale);
+  __m256 mx_v = _mm256_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), scale_v);
+    if (bias) {
+      x = _mm256_add_ps(
+          x, bias_stride == 1 ? _mm256_loadu_ps(bias + j) : _mm256_set1_ps(bias[j * bias_stride]));
+    }
+    _mm256_storeu_ps(s + j, x);
+    mx_v = _mm256_max_ps(x, mx_v);  // a NaN x leaves the running max alone, as std::max does
+  }
+  float mx = avx2::horizontal_max(mx_v);
+  for (; j < n; ++j) {
+    s[j] = bias ? s[j] * scale + bias[j * bias_stride] : s[j] * scale;
+    mx = std::max(mx, s[j]);
+  }
+  const __m256 shift = _mm256_set1_ps(mx);
+  __m256 sum_v = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 e = avx2::exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
+    _mm256_storeu_ps(s + j, e);
+    sum_v = _mm256_add_ps(sum_v, e);
+  }
+  float sum = avx2::horizontal_sum(sum_v);
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  const __m256 inv_v = _mm256_set1_ps(inv);
+  for (j = 0; j + 8 <= n; j += 8) {
+    __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + j), inv_v);
+    if (nan_to_zero) p = _mm256_andnot_ps(_mm256_cmp_ps(p, p, _CMP_UNORD_Q), p);
+    _mm256_storeu_ps(s + j, p);
+  }
+  for (; j < n; ++j) {
+    const float p = s[j] * inv;
+    s[j] = nan_to_zero && std::isnan(p) ? 0.0f : p;
+  }
+}
+#endif
+
+}  // namespace
 
 void host_attention(const float* qkv, const AttentionShape& shape, float scale,
-                    const AttentionBias& bias, bool nan_to_zero, float* scores_all, float* ctx,
+                    const AttentionBias& bias, bool nan_to_zero, float* ctx,
                     const ExecContext& context) {
+  const int64_t tokens = shape.tokens, d = shape.hidden, heads = shape.heads, dh = d / heads;
+  if (tokens <= 0) return;
+  const bool vectorized = avx2_kernels_active();
+  // K^T per head (heads x dh x T), laid out once so every query block streams it along T.
+  thread_local std::vector<float> keys_transposed;
+  keys_transposed.resize(static_cast<size_t>(d * tokens));
+  float* kt_all = keys_transposed.data();
+  context.run(static_cast<size_t>(heads), [&](size_t head) {
+    float* kt = kt_all + static_cast<int64_t>(head) * dh * tokens;
+    const float* k = qkv + d + static_cast<int64_t>(head) * dh;
+    for (int64_t j = 0; j < tokens; ++j)
+      for (int64_t c = 0; c < dh; ++c) kt[c * tokens + j] = k[j * 3 * d + c];
+  });
+  const int64_t blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+  context.run(static_cast<size_t>(heads * blocks), [&](size_t task) {
+    const int64_t head = static_cast<int64_t>(task) / blocks;
+    const int64_t first = static_cast<int64_t>(task) % blocks * kQueryBlock;
+    thread_local std::vector<float> scores;
+    Block b;
+    b.ld_qkv = 3 * d;
+    b.rows = std::min(kQueryBlock, tokens - first);
+    b.tokens = tokens;
+    b.dh = dh;
+    b.q = qkv + first * b.ld_qkv + head * dh;
+    b.kt = kt_all + head * dh * tokens;
+    b.v = qkv + 2 * d + head * dh;
+    scores.resize(static_cast<size_t>(b.rows * tokens));
+    b.scores = scores.data();
+    b.out = ctx + first * d + head * dh;
+    b.ld_out = d;
+#if NPUFLOW_HAVE_AVX2_KERNELS
+    if (vectorized)
+      scores_avx2(b);
+    else
+      scores_portable(b);
+#else
+    scores_portable(b);
+#endif
+    for (int64_t r = 0; r < b.rows; ++r) {
+      const int64_t i = first + r;
+      const float* row_bias =
+          bias.data ? bias.data + head * bias.head_stride + i * bias.row_stride : nullptr;
+      float* s = b.scores + r * tokens;
+#if NPUFLOW_HAVE_AVX2_KERNELS
+      if (vectorized) {
+        softmax_row_avx2(s, tokens, scale, row_bias, bias.col_stride, nan_to_zero);
+        continue;
+      }
+#endif
+      softmax_row_portable(s, tokens, scale, row_bias, bias.col_stride, nan_to_zero);
+    }
+#if NPUFLOW_HAVE_AVX2_KERNELS
+    if (vectorized)
+      context_avx2(b);
+    else
+      context_portable(b);
+#else
+    context_portable(b);
+#endif
+  });
+  (void)vectorized;
+}
+
+void host_attention_reference(const float* qkv, const AttentionShape& shape, float scale,
+                              const AttentionBias& bias, bool nan_to_zero, float* ctx) {
   const int64_t tokens = shape.tokens, d = shape.hidden, dh = d / shape.heads;
   const int64_t stride = 3 * d;
-  context.run(static_cast<size_t>(shape.heads), [&](size_t head) {
-    float* scores = scores_all + static_cast<int64_t>(head) * tokens;
-    const int64_t off = static_cast<int64_t>(head) * dh;
+  std::vector<double> scores(static_cast<size_t>(tokens));
+  for (int64_t head = 0; head < shape.heads; ++head) {
+    const int64_t off = head * dh;
     for (int64_t i = 0; i < tokens; ++i) {
       const float* q = qkv + i * stride + off;
       const float* row_bias =
-          bias.data
-              ? bias.data + static_cast<int64_t>(head) * bias.head_stride + i * bias.row_stride
-              : nullptr;
-      float mx = -INFINITY;
+          bias.data ? bias.data + head * bias.head_stride + i * bias.row_stride : nullptr;
+      double mx = -INFINITY;
       for (int64_t j = 0; j < tokens; ++j) {
-        const float* kk = qkv + j * stride + d + off;
-        float dot = 0;
-        for (int64_t c = 0; c < dh; ++c) dot += q[c] * kk[c];
-        scores[j] = row_bias ? dot * scale + row_bias[j * bias.col_stride] : dot * scale;
-        mx = std::max(mx, scores[j]);
+        const float* k = qkv + j * stride + d + off;
+        double dot = 0;
+        for (int64_t c = 0; c < dh; ++c) dot += static_cast<double>(q[c]) * k[c];
+        scores[static_cast<size_t>(j)] =
+            row_bias ? dot * scale + row_bias[j * bias.col_stride] : dot * scale;
+        mx = std::max(mx, scores[static_cast<size_t>(j)]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < tokens; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
+      for (double& s : scores) {
+        s = std::exp(s - mx);
+        sum += s;
       }
-      const float inv = static_cast<float>(1.0 / sum);
       float* out = ctx + i * d + off;
-      std::fill(out, out + dh, 0.0f);
-      for (int64_t j = 0; j < tokens; ++j) {
-        float p = scores[j] * inv;
-        if (nan_to_zero && std::isnan(p)) p = 0.0f;
-        const float* vv = qkv + j * stride + 2 * d + off;
-        for (int64_t c = 0; c < dh; ++c) out[c] += p * vv[c];
+      for (int64_t c = 0; c < dh; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < tokens; ++j) {
+          double p = scores[static_cast<size_t>(j)] / sum;
+          if (nan_to_zero && std::isnan(p)) p = 0.0;
+          acc += p * qkv[j * stride + 2 * d + off + c];
+        }
+        out[c] = static_cast<float>(acc);
       }
     }
-  });
+  }
 }
 
 }  // namespace npuflow
