@@ -10,7 +10,7 @@ CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-ggml format clean fuzz test-fuzz
+        bench-encoders bench-ggml format clean fuzz test-fuzz
 
 all: build
 
@@ -65,8 +65,12 @@ demo: build $(DEMO_MODEL)
 	$(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
 	$(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
 
-bench: build
+bench: build bench-encoders
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
+
+# The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
+bench-encoders: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/encoders.py --write-costs
 
 # llama-bench pp512/tg128 on SmolLM2-135M Q4_1 with and without libggml-npuflow.so.
 bench-ggml: build
