@@ -13,27 +13,37 @@ namespace {
 // Queries per task: a block's scores (kQueryBlock x T floats) stay in L2 between the QK^T, the
 // softmax and the PV passes, and the key/value panels are reused across the block's rows.
 constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kRowTile = 4;  // query rows per register tile
+constexpr int64_t kRowTile = 4;   // query rows per register tile
+constexpr int64_t kKeyTile = 16;  // keys per K^T panel: two AVX2 vectors
+
+int64_t padded_keys(int64_t tokens) {
+  return (tokens + kKeyTile - 1) / kKeyTile * kKeyTile;
+}
 
 // One task's operands: `rows` queries of one head against all T keys.
 struct Block {
-  const float* q = nullptr;   // rows x dh, row stride ld_qkv
-  const float* kt = nullptr;  // dh x T: the head's keys transposed
-  const float* v = nullptr;   // T x dh, row stride ld_qkv
+  const float* q = nullptr;  // rows x dh, row stride ld_qkv
+  // The head's keys transposed in panels of kKeyTile keys (each dh x kKeyTile, contiguous, the
+  // last one zero-padded): panel t holds keys [t * kKeyTile, (t + 1) * kKeyTile).
+  const float* kt = nullptr;
+  const float* v = nullptr;  // T x dh, contiguous: the head's values
   int64_t ld_qkv = 0, rows = 0, tokens = 0, dh = 0;
-  float* scores = nullptr;  // rows x T
-  float* out = nullptr;     // rows x dh, row stride ld_out
+  float* scores = nullptr;  // rows x ld_scores: T keys, then the padding's scores
+  int64_t ld_scores = 0;
+  float* out = nullptr;  // rows x dh, row stride ld_out
   int64_t ld_out = 0;
 };
 
 void scores_portable(const Block& b) {
   for (int64_t r = 0; r < b.rows; ++r) {
-    float* s = b.scores + r * b.tokens;
-    std::fill(s, s + b.tokens, 0.0f);
-    for (int64_t c = 0; c < b.dh; ++c) {
-      const float qc = b.q[r * b.ld_qkv + c];
-      const float* k = b.kt + c * b.tokens;
-      for (int64_t j = 0; j < b.tokens; ++j) s[j] += qc * k[j];
+    float* s = b.scores + r * b.ld_scores;
+    std::fill(s, s + b.ld_scores, 0.0f);
+    for (int64_t j0 = 0; j0 < b.ld_scores; j0 += kKeyTile) {
+      const float* panel = b.kt + j0 * b.dh;
+      for (int64_t c = 0; c < b.dh; ++c) {
+        const float qc = b.q[r * b.ld_qkv + c];
+        for (int64_t j = 0; j < kKeyTile; ++j) s[j0 + j] += qc * panel[c * kKeyTile + j];
+      }
     }
   }
 }
@@ -42,9 +52,9 @@ void context_portable(const Block& b) {
   for (int64_t r = 0; r < b.rows; ++r) {
     float* out = b.out + r * b.ld_out;
     std::fill(out, out + b.dh, 0.0f);
-    const float* p = b.scores + r * b.tokens;
+    const float* p = b.scores + r * b.ld_scores;
     for (int64_t j = 0; j < b.tokens; ++j) {
-      const float* v = b.v + j * b.ld_qkv;
+      const float* v = b.v + j * b.dh;
       for (int64_t c = 0; c < b.dh; ++c) out[c] += p[j] * v[c];
     }
   }
@@ -72,65 +82,47 @@ void softmax_row_portable(float* s, int64_t n, float scale, const float* bias, i
 }
 
 #if NPUFLOW_HAVE_AVX2_KERNELS
-// s[r][j0..j0+8W) for R query rows: q broadcast, keys loaded as W vectors per head dim.
-template <int R, int W>
+// s[r][j0..j0+16) for R query rows: q broadcast, the panel's keys loaded as two vectors per
+// head dim, all from one contiguous dh x 16 panel.
+template <int R>
 NPUFLOW_TARGET_AVX2 inline void scores_tile(const Block& b, int64_t r0, int64_t j0) {
-  __m256 acc[R][W];
-  for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) acc[r][w] = _mm256_setzero_ps();
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const float* q = b.q + r0 * b.ld_qkv;
+  const float* panel = b.kt + j0 * b.dh;
   for (int64_t c = 0; c < b.dh; ++c) {
-    __m256 k[W];
-    for (int w = 0; w < W; ++w) k[w] = _mm256_loadu_ps(b.kt + c * b.tokens + j0 + 8 * w);
+    const __m256 k0 = _mm256_loadu_ps(panel + c * kKeyTile);
+    const __m256 k1 = _mm256_loadu_ps(panel + c * kKeyTile + 8);
     for (int r = 0; r < R; ++r) {
       const __m256 qv = _mm256_broadcast_ss(q + r * b.ld_qkv + c);
-      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(qv, k[w], acc[r][w]);
+      acc[r][0] = _mm256_fmadd_ps(qv, k0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(qv, k1, acc[r][1]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w)
-      _mm256_storeu_ps(b.scores + (r0 + r) * b.tokens + j0 + 8 * w, acc[r][w]);
-}
-
-template <int R>
-NPUFLOW_TARGET_AVX2 void scores_rows(const Block& b, int64_t r0, int64_t j0, int64_t width) {
-  if (width == 16) {
-    scores_tile<R, 2>(b, r0, j0);
-  } else if (width == 8) {
-    scores_tile<R, 1>(b, r0, j0);
-  } else {
-    for (int r = 0; r < R; ++r) {
-      const float* q = b.q + (r0 + r) * b.ld_qkv;
-      for (int64_t j = j0; j < j0 + width; ++j) {
-        float dot = 0;
-        for (int64_t c = 0; c < b.dh; ++c) dot += q[c] * b.kt[c * b.tokens + j];
-        b.scores[(r0 + r) * b.tokens + j] = dot;
-      }
-    }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(b.scores + (r0 + r) * b.ld_scores + j0, acc[r][0]);
+    _mm256_storeu_ps(b.scores + (r0 + r) * b.ld_scores + j0 + 8, acc[r][1]);
   }
 }
 
 NPUFLOW_TARGET_AVX2 void scores_avx2(const Block& b) {
-  // Key tiles outer: a 16-key panel of K^T (dh x 16) stays in L1 for all the block's rows.
-  for (int64_t j0 = 0; j0 < b.tokens;) {
-    const int64_t left = b.tokens - j0;
-    const int64_t width = left >= 16 ? 16 : left >= 8 ? 8 : left;
+  // Panels outer: one dh x 16 panel (4 KiB at dh 64) stays in L1 for all the block's rows.
+  for (int64_t j0 = 0; j0 < b.ld_scores; j0 += kKeyTile) {
     int64_t r0 = 0;
-    for (; r0 + kRowTile <= b.rows; r0 += kRowTile) scores_rows<4>(b, r0, j0, width);
+    for (; r0 + kRowTile <= b.rows; r0 += kRowTile) scores_tile<4>(b, r0, j0);
     switch (b.rows - r0) {
       case 3:
-        scores_rows<3>(b, r0, j0, width);
+        scores_tile<3>(b, r0, j0);
         break;
       case 2:
-        scores_rows<2>(b, r0, j0, width);
+        scores_tile<2>(b, r0, j0);
         break;
       case 1:
-        scores_rows<1>(b, r0, j0, width);
+        scores_tile<1>(b, r0, j0);
         break;
       default:
         break;
     }
-    j0 += width;
   }
 }
 
@@ -140,12 +132,12 @@ NPUFLOW_TARGET_AVX2 inline void context_tile(const Block& b, int64_t r0, int64_t
   __m256 acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) acc[r][w] = _mm256_setzero_ps();
-  const float* p = b.scores + r0 * b.tokens;
+  const float* p = b.scores + r0 * b.ld_scores;
   for (int64_t j = 0; j < b.tokens; ++j) {
     __m256 v[W];
-    for (int w = 0; w < W; ++w) v[w] = _mm256_loadu_ps(b.v + j * b.ld_qkv + c0 + 8 * w);
+    for (int w = 0; w < W; ++w) v[w] = _mm256_loadu_ps(b.v + j * b.dh + c0 + 8 * w);
     for (int r = 0; r < R; ++r) {
-      const __m256 pv = _mm256_broadcast_ss(p + r * b.tokens + j);
+      const __m256 pv = _mm256_broadcast_ss(p + r * b.ld_scores + j);
       for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(pv, v[w], acc[r][w]);
     }
   }
@@ -161,10 +153,10 @@ NPUFLOW_TARGET_AVX2 void context_rows(const Block& b, int64_t r0) {
   for (; c0 + 8 <= b.dh; c0 += 8) context_tile<R, 1>(b, r0, c0);
   for (int r = 0; r < R && c0 < b.dh; ++r) {
     float* out = b.out + (r0 + r) * b.ld_out;
-    const float* p = b.scores + (r0 + r) * b.tokens;
+    const float* p = b.scores + (r0 + r) * b.ld_scores;
     for (int64_t c = c0; c < b.dh; ++c) {
       float sum = 0;
-      for (int64_t j = 0; j < b.tokens; ++j) sum += p[j] * b.v[j * b.ld_qkv + c];
+      for (int64_t j = 0; j < b.tokens; ++j) sum += p[j] * b.v[j * b.dh + c];
       out[c] = sum;
     }
   }
@@ -241,15 +233,24 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
   const int64_t tokens = shape.tokens, d = shape.hidden, heads = shape.heads, dh = d / heads;
   if (tokens <= 0) return;
   const bool vectorized = avx2_kernels_active();
-  // K^T per head (heads x dh x T), laid out once so every query block streams it along T.
-  thread_local std::vector<float> keys_transposed;
-  keys_transposed.resize(static_cast<size_t>(d * tokens));
+  // K^T in panels and V (heads x T x dh) per head, laid out once so every query block streams
+  // them from contiguous memory (the fused rows are 3D apart: a page per row).
+  const int64_t tokens_padded = padded_keys(tokens);
+  thread_local std::vector<float> keys_transposed, values;
+  keys_transposed.assign(static_cast<size_t>(heads * dh * tokens_padded), 0.0f);
+  values.resize(static_cast<size_t>(d * tokens));
   float* kt_all = keys_transposed.data();
+  float* v_all = values.data();
   context.run(static_cast<size_t>(heads), [&](size_t head) {
-    float* kt = kt_all + static_cast<int64_t>(head) * dh * tokens;
-    const float* k = qkv + d + static_cast<int64_t>(head) * dh;
-    for (int64_t j = 0; j < tokens; ++j)
-      for (int64_t c = 0; c < dh; ++c) kt[c * tokens + j] = k[j * 3 * d + c];
+    const int64_t h = static_cast<int64_t>(head);
+    float* kt = kt_all + h * dh * tokens_padded;
+    float* v = v_all + h * tokens * dh;
+    const float* k = qkv + d + h * dh;
+    for (int64_t j = 0; j < tokens; ++j) {
+      float* panel = kt + (j / kKeyTile) * kKeyTile * dh + j % kKeyTile;
+      for (int64_t c = 0; c < dh; ++c) panel[c * kKeyTile] = k[j * 3 * d + c];
+      std::copy(k + j * 3 * d + d, k + j * 3 * d + d + dh, v + j * dh);
+    }
   });
   const int64_t blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
   context.run(static_cast<size_t>(heads * blocks), [&](size_t task) {
@@ -262,9 +263,10 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
     b.tokens = tokens;
     b.dh = dh;
     b.q = qkv + first * b.ld_qkv + head * dh;
-    b.kt = kt_all + head * dh * tokens;
-    b.v = qkv + 2 * d + head * dh;
-    scores.resize(static_cast<size_t>(b.rows * tokens));
+    b.kt = kt_all + head * dh * tokens_padded;
+    b.v = v_all + head * tokens * dh;
+    b.ld_scores = tokens_padded;
+    scores.resize(static_cast<size_t>(b.rows * tokens_padded));
     b.scores = scores.data();
     b.out = ctx + first * d + head * dh;
     b.ld_out = d;
@@ -280,7 +282,7 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
       const int64_t i = first + r;
       const float* row_bias =
           bias.data ? bias.data + head * bias.head_stride + i * bias.row_stride : nullptr;
-      float* s = b.scores + r * tokens;
+      float* s = b.scores + r * b.ld_scores;
 #if NPUFLOW_HAVE_AVX2_KERNELS
       if (vectorized) {
         softmax_row_avx2(s, tokens, scale, row_bias, bias.col_stride, nan_to_zero);
