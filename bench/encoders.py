@@ -177,7 +177,8 @@ def main():
         claims = [c for g in graph for c in g.get("claims", [])
                   if c.get("kind") == "vision_encoder"]
         if claims:
-            rows.append(dict(kind="vision_encoder", model=label, tokens=TOKENS[name],
+            rows.append(dict(kind="vision_encoder", model=label, family=claims[0].get("family", ""),
+                             tokens=TOKENS[name],
                              hidden=claims[0].get("hidden", 0),
                              flops=claimed_flops(claims[0], TOKENS[name]),
                              npuflow_ms=npu_ms, cpu_ep_ms=cpu_ms))

@@ -122,6 +122,7 @@ Result<CostTable> load_cost_table(const std::string& path) {
     MeasuredCost cost;
     cost.kind = row["kind"].string();
     cost.model = row["model"].string();
+    cost.family = row["family"].string();
     cost.tokens = static_cast<int64_t>(row["tokens"].number());
     cost.hidden = static_cast<int64_t>(row["hidden"].number());
     cost.rows = static_cast<int64_t>(row["rows"].number());
@@ -145,10 +146,14 @@ ClaimVerdict judge_claim(const Claim& claim, const CostTable* table,
   if (table != nullptr) {
     for (const MeasuredCost& row : table->rows) {
       if (row.kind != kind) continue;
+      // Shape first; between rows of the same shape (ViT and CLIP are both 197 x 768), the
+      // claim's own family.
       const double distance =
           claim.kind == ClaimKind::kVisionEncoder
               ? log_distance(static_cast<double>(work.tokens), static_cast<double>(row.tokens)) +
-                    log_distance(static_cast<double>(work.hidden), static_cast<double>(row.hidden))
+                    log_distance(static_cast<double>(work.hidden),
+                                 static_cast<double>(row.hidden)) +
+                    (row.family == claim.encoder.family ? 0.0 : 0.01)
               : log_distance(static_cast<double>(work.rows), static_cast<double>(row.rows)) +
                     log_distance(static_cast<double>(work.k), static_cast<double>(row.k)) +
                     log_distance(static_cast<double>(work.n), static_cast<double>(row.n));

@@ -26,8 +26,9 @@ const char* claim_policy_name(ClaimPolicy policy);
 
 // One measured model: its GEMM work in the claim's terms and each EP's median wall time.
 struct MeasuredCost {
-  std::string kind;                // "vision_encoder" or "qdq_matmul" (claim_kind_name)
-  std::string model;               // what was measured, e.g. "Depth Anything V2 S"
+  std::string kind;    // "vision_encoder" or "qdq_matmul" (claim_kind_name)
+  std::string model;   // what was measured, e.g. "Depth Anything V2 S"
+  std::string family;  // the encoder claim's family (vit, clip, ...): preferred among equals
   int64_t tokens = 0, hidden = 0;  // encoders: sequence length and width
   int64_t rows = 0, k = 0, n = 0;  // QDQ layers: the first GEMM's shape
   double flops = 0;                // 2 x MACs of all its GEMM work, attention included
@@ -54,7 +55,8 @@ struct ClaimVerdict {
   std::string detail;
 };
 
-// The claim's costs from the nearest measured shape of its kind, scaled by its GEMM work.
+// The claim's costs from the nearest measured shape of its kind (encoders: token count and width,
+// then the same family; QDQ layers: M, K and N), scaled by its GEMM work.
 ClaimVerdict judge_claim(const Claim& claim, const CostTable* table, const std::string& table_path);
 
 // Under kFaster, moves every claim judged slower (or unmeasured) into the refusals, with both

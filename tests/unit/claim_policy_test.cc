@@ -33,26 +33,21 @@ double flops_of(const Claim& claim) {
 CostTable table() {
   CostTable t;
   t.path = "/test/costs.json";
-  MeasuredCost short_seq{"vision_encoder",
-                         "ViT-B/16",
-                         197,
-                         768,
-                         0,
-                         0,
-                         0,
-                         flops_of(encoder_claim(197, 768)),
-                         100.0,
-                         120.0};
-  MeasuredCost long_seq{"vision_encoder",
-                        "Depth Anything V2 S",
-                        1370,
-                        384,
-                        0,
-                        0,
-                        0,
-                        flops_of(encoder_claim(1370, 384)),
-                        300.0,
-                        200.0};
+  MeasuredCost short_seq;
+  short_seq.kind = "vision_encoder";
+  short_seq.model = "ViT-B/16";
+  short_seq.tokens = 197;
+  short_seq.hidden = 768;
+  short_seq.flops = flops_of(encoder_claim(197, 768));
+  short_seq.npuflow_ms = 100.0;
+  short_seq.cpu_ep_ms = 120.0;
+  MeasuredCost long_seq = short_seq;
+  long_seq.model = "Depth Anything V2 S";
+  long_seq.tokens = 1370;
+  long_seq.hidden = 384;
+  long_seq.flops = flops_of(encoder_claim(1370, 384));
+  long_seq.npuflow_ms = 300.0;
+  long_seq.cpu_ep_ms = 200.0;
   t.rows = {short_seq, long_seq};
   return t;
 }
@@ -93,6 +88,22 @@ TEST(ClaimPolicy, CostsScaleWithTheClaimsWork) {
   EXPECT_NEAR(verdict.cpu_ep_ms, 120.0 * scale, 1e-9);
 }
 
+TEST(ClaimPolicy, RowsOfTheSameShapeGoToTheClaimsFamily) {
+  CostTable costs = table();
+  costs.rows[0].family = "vit";  // 197 x 768, slower than the CPU EP
+  costs.rows[0].npuflow_ms = 130.0;
+  MeasuredCost clip = costs.rows[0];
+  clip.family = "clip";  // the same shape, faster
+  clip.model = "CLIP-B/16";
+  clip.npuflow_ms = 100.0;
+  costs.rows.push_back(clip);
+  Claim claim = encoder_claim(197, 768);
+  claim.encoder.family = "clip";
+  EXPECT_TRUE(judge_claim(claim, &costs, costs.path).keep);
+  claim.encoder.family = "vit";
+  EXPECT_FALSE(judge_claim(claim, &costs, costs.path).keep);
+}
+
 TEST(ClaimPolicy, NothingMeasuredMeansDeclinedUnderFasterAndKeptUnderAll) {
   ClaimSet set;
   set.claims = {encoder_claim(197, 768)};
@@ -105,7 +116,7 @@ TEST(ClaimPolicy, NothingMeasuredMeansDeclinedUnderFasterAndKeptUnderAll) {
   EXPECT_EQ(set.refusals[0].reason, "no_measured_cost");
   // A table with only another kind measured does not stand in for this one.
   CostTable qdq_only;
-  qdq_only.rows.push_back({"qdq_matmul", "layer", 0, 0, 32, 896, 896, 1e6, 1.0, 2.0});
+  qdq_only.rows.push_back({"qdq_matmul", "layer", "", 0, 0, 32, 896, 896, 1e6, 1.0, 2.0});
   EXPECT_FALSE(judge_claim(encoder_claim(197, 768), &qdq_only, "t").keep);
 }
 
