@@ -13,7 +13,6 @@ namespace {
 // Queries per task: a block's scores (kQueryBlock x T floats) stay in L2 between the QK^T, the
 // softmax and the PV passes, and the key/value panels are reused across the block's rows.
 constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kRowTile = 4;   // query rows per register tile
 constexpr int64_t kKeyTile = 16;  // keys per K^T panel: two AVX2 vectors
 
 int64_t padded_keys(int64_t tokens) {
@@ -82,6 +81,8 @@ void softmax_row_portable(float* s, int64_t n, float scale, const float* bias, i
 }
 
 #if NPUFLOW_HAVE_AVX2_KERNELS
+constexpr int64_t kRowTile = 4;  // query rows per register tile
+
 // s[r][j0..j0+16) for R query rows: q broadcast, the panel's keys loaded as two vectors per
 // head dim, all from one contiguous dh x 16 panel.
 template <int R>
