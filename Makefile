@@ -10,8 +10,8 @@ CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
 DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes test-fuzz-bytes build-tsan \
-        test-tsan
+        bench-encoders bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
+        test-fuzz-bytes build-tsan test-tsan
 
 all: build
 
@@ -96,15 +96,22 @@ $(DEMO_MODEL): build tools/qdq_models.py
 # the projected RK3588 time. Then the A8W8 QDQ layer of issue #2.
 DEMO_VISION_MODEL := tests/fixtures/vision/siglip_dynamo.onnx
 
+# The demo shows every claim (NPUFLOW_CLAIM=all): on a machine without an NPU the default,
+# claim=faster, keeps only the claims this machine's measured cost table says are not slower
+# than the CPU EP (docs/knobs.md), and a fresh machine has no table yet.
 demo: build $(DEMO_MODEL)
-	$(BUILD_DIR)/bin/npuflow explain $(DEMO_VISION_MODEL)
-	$(BUILD_DIR)/bin/npuflow demo $(DEMO_VISION_MODEL)
-	$(BUILD_DIR)/bin/npuflow plan $(DEMO_VISION_MODEL)
-	$(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
-	$(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
+	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow explain $(DEMO_VISION_MODEL)
+	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow demo $(DEMO_VISION_MODEL)
+	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow plan $(DEMO_VISION_MODEL)
+	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
+	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
 
-bench: build
+bench: build bench-encoders
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
+
+# The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
+bench-encoders: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/encoders.py --write-costs
 
 # llama-bench pp512/tg128 on SmolLM2-135M Q4_1 with and without libggml-npuflow.so.
 bench-ggml: build

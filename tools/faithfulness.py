@@ -49,7 +49,7 @@ def run(path: str, level: str, devices, options=None, batch=1):
     so = ort.SessionOptions()
     so.graph_optimization_level = LEVELS[level]
     so.intra_op_num_threads = 2
-    so.add_provider_for_devices(devices, {"report": str(report), **(options or {})})
+    so.add_provider_for_devices(devices, {"report": str(report), "claim": "all", **(options or {})})
     npu = ort.InferenceSession(path, sess_options=so)
     records = [json.loads(x) for x in report.read_text().splitlines()] if report.exists() else []
     names = [o.name for o in cpu.get_outputs()]

@@ -70,6 +70,16 @@ void print_graph(const JsonValue& graph) {
                   (*entry.second)["node"].string().c_str(),
                   (*entry.second)["detail"].string().c_str());
     }
+    // Claims declined by the do-no-harm policy (claim=faster), each with both costs.
+    bool header = false;
+    for (const JsonValue& refusal : refusals) {
+      const std::string& reason = refusal["reason"].string();
+      if (reason != "slower_than_cpu_ep" && reason != "no_measured_cost") continue;
+      if (!header) std::printf("  declined by claim=faster (they run on the CPU EP):\n");
+      header = true;
+      std::printf("  '%s': %s\n", refusal["node"].string().c_str(),
+                  refusal["detail"].string().c_str());
+    }
   }
 }
 

@@ -67,6 +67,14 @@ constexpr std::array kKnobs = {
              "1 checks each claimed node's first device run against the host reference within "
              "the claim's gate; a node outside it is disabled for the session (one warning with "
              "the difference) and runs the host reference from then on."},
+    KnobSpec{"claim", "NPUFLOW_CLAIM", KnobKind::kChoice, "auto", "auto|faster|all",
+             "faster claims a subgraph only where costs measured on this machine (the table "
+             "`make bench` writes) say npuflow's host device is not slower than the CPU EP; all "
+             "claims whatever matches. auto is faster when device=auto resolved to the host (no "
+             "NPU), else all."},
+    KnobSpec{"claim_costs", "NPUFLOW_CLAIM_COSTS", KnobKind::kText, "", "",
+             "The cost table claim=faster reads; empty means "
+             "~/.cache/npuflow/claim-costs-<machine>.json."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},

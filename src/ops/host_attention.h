@@ -1,5 +1,5 @@
 // Multi-head self-attention on the host, in fp32: softmax(scale * Q K^T + bias) V per head, the
-// exact reference of the encoder plan (and the place a faster or device attention plugs in).
+// encoder plan's attention (and the place a device attention plugs in).
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,17 @@ struct AttentionShape {
   int64_t heads = 0;
 };
 
-// qkv: T rows of [q | k | v] (3D wide); ctx: T rows of D, written. scores: heads x T floats of
-// scratch. With nan_to_zero, NaN probabilities (a fully masked row) count as 0, as SDPA exports'
-// Where(IsNaN(P), 0, P) makes them.
+// qkv: T rows of [q | k | v] (3D wide); ctx: T rows of D, written. With nan_to_zero, NaN
+// probabilities (a fully masked row) count as 0, as SDPA exports' Where(IsNaN(P), 0, P) makes
+// them. Tiled by (head, block of queries) on the context's pool; each block's scores stay in cache
+// through QK^T, the row softmax and PV; AVX2 kernels where the CPU has them (ops/simd.h).
 void host_attention(const float* qkv, const AttentionShape& shape, float scale,
-                    const AttentionBias& bias, bool nan_to_zero, float* scores, float* ctx,
+                    const AttentionBias& bias, bool nan_to_zero, float* ctx,
                     const ExecContext& context);
+
+// The same attention in double precision, one query at a time: the oracle the tests hold the
+// tiled kernels to (slow; never on a run path).
+void host_attention_reference(const float* qkv, const AttentionShape& shape, float scale,
+                              const AttentionBias& bias, bool nan_to_zero, float* ctx);
 
 }  // namespace npuflow

@@ -9,6 +9,7 @@
 #include "host/host_device.h"
 #include "ops/host_attention.h"
 #include "ops/rotary.h"
+#include "ops/vector_math.h"
 
 namespace npuflow {
 namespace {
@@ -29,36 +30,21 @@ std::vector<float> copy_of(const FloatRef& ref) {
 }
 
 void layer_norm_rows(const float* x, int64_t rows, int64_t d, const std::vector<float>& gamma,
-                     const std::vector<float>& beta, float epsilon, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = x + r * d;
-    float* out = y + r * d;
-    double mean = 0;
-    for (int64_t i = 0; i < d; ++i) mean += in[i];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon));
-    for (int64_t i = 0; i < d; ++i) {
-      const double v = (in[i] - mean) * inv * gamma[static_cast<size_t>(i)];
-      out[i] = static_cast<float>(beta.empty() ? v : v + beta[static_cast<size_t>(i)]);
-    }
-  }
+                     const std::vector<float>& beta, float epsilon, float* y,
+                     const ExecContext& context) {
+  layer_norm(x, rows, d, gamma.data(), beta.empty() ? nullptr : beta.data(), epsilon, y, context);
 }
 
-float activate(EncoderActivation kind, float x) {
+VectorActivation vector_activation(EncoderActivation kind) {
   switch (kind) {
     case EncoderActivation::kGeluErf:
-      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case EncoderActivation::kGeluTanh: {
-      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + std::tanh(inner));
-    }
+      return VectorActivation::kGeluErf;
+    case EncoderActivation::kGeluTanh:
+      return VectorActivation::kGeluTanh;
     case EncoderActivation::kQuickGelu:
-      return x / (1.0f + std::exp(-1.702f * x));
+      return VectorActivation::kQuickGelu;
   }
-  return x;
+  return VectorActivation::kGeluErf;
 }
 
 void zero_rows(float* buffer, int64_t from, int64_t to, int64_t cols) {
@@ -110,7 +96,7 @@ int64_t FloatRef::count() const {
 
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
-  std::vector<float> h, a, qkv, ctx, tmp, ff, patches, scores;
+  std::vector<float> h, a, qkv, ctx, tmp, ff, patches;
   // For the image being run: the attention biases by side input index (data nullptr where that
   // input is no bias), and each layer's rotary tables (nullptr where it has none).
   std::vector<AttentionBias> biases;
@@ -502,7 +488,6 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     s.tmp.assign(size(std::max(hidden_, patch_.n)), 0.0f);
     s.ff.assign(size(ff), 0.0f);
     s.patches.assign(from_pixels_ ? size(patch_.k) : 0, 0.0f);
-    s.scores.assign(static_cast<size_t>(heads_ * tokens), 0.0f);
     s.rows_padded = tp;
   }
   for (int64_t b = 0; b < batch; ++b) {
@@ -586,7 +571,8 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
   }
   zero_rows(h, tokens, tp, d);
   if (pre_norm_)
-    layer_norm_rows(h, tokens, d, pre_norm_->gamma, pre_norm_->beta, pre_norm_->epsilon, h);
+    layer_norm_rows(h, tokens, d, pre_norm_->gamma, pre_norm_->beta, pre_norm_->epsilon, h,
+                    context);
 
   auto emit = [&](int stream_index) {
     for (size_t e = 0; e < exits_.size(); ++e) {
@@ -596,7 +582,7 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
         std::memcpy(out, h, static_cast<size_t>(tokens * d) * 4);
       } else {
         const Norm& n = exit_norms_[static_cast<size_t>(exits_[e].norm)];
-        layer_norm_rows(h, tokens, d, n.gamma, n.beta, n.epsilon, out);
+        layer_norm_rows(h, tokens, d, n.gamma, n.beta, n.epsilon, out, context);
       }
     }
   };
@@ -607,7 +593,8 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     // Attention.
     const float* attn_in = h;
     if (L.pre_norm && L.attention_norm) {
-      layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, s.a.data());
+      layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, s.a.data(),
+                      context);
       zero_rows(s.a.data(), tokens, tp, d);
       attn_in = s.a.data();
     }
@@ -617,48 +604,42 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     const AttentionBias no_bias;
     host_attention(s.qkv.data(), {tokens, d, heads_}, L.scale,
                    L.bias_input >= 0 ? s.biases[static_cast<size_t>(L.bias_input)] : no_bias,
-                   L.nan_to_zero, s.scores.data(), ctx, context);
+                   L.nan_to_zero, ctx, context);
     zero_rows(ctx, tokens, tp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, tp, tokens, s.tmp.data(), context));
     const auto residual = [&](const float* branch, const std::vector<float>& ls) {
-      for (int64_t r = 0; r < tokens; ++r) {
-        for (int64_t c = 0; c < d; ++c) {
-          const float v = branch[r * d + c];
-          h[r * d + c] += ls.empty() ? v : v * ls[static_cast<size_t>(c)];
-        }
-      }
+      add_residual(h, branch, ls.empty() ? nullptr : ls.data(), tokens, d);
     };
     residual(s.tmp.data(), L.ls1);
-    if (!L.pre_norm) layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, h);
+    if (!L.pre_norm)
+      layer_norm_rows(h, tokens, d, L.norm1.gamma, L.norm1.beta, L.norm1.epsilon, h, context);
 
     // MLP.
     const float* mlp_in = h;
     if (L.pre_norm) {
-      layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, s.a.data());
+      layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, s.a.data(),
+                      context);
       zero_rows(s.a.data(), tokens, tp, d);
       mlp_in = s.a.data();
     }
     NPUFLOW_RETURN_IF_ERROR(project(L.fc1, mlp_in, tp, tokens, s.ff.data(), context));
     float* ff = s.ff.data();
+    const VectorActivation act = vector_activation(L.activation);
     if (L.glu == EncoderGlu::kNone) {
-      for (int64_t i = 0; i < tokens * L.fc1.n; ++i) ff[i] = activate(L.activation, ff[i]);
+      activate_rows(act, ff, L.fc1.n, ff, L.fc1.n, tokens, L.fc1.n, context);
     } else {
       // In place, row by row: row r's I results land at r*I, never past what rows >= r still
       // have to read (at r*2I and beyond).
       const int64_t gated = L.fc1.n / 2;
       const int64_t act_half = L.glu == EncoderGlu::kActFirst ? 0 : gated;
       const int64_t gate_half = gated - act_half;
-      for (int64_t r = 0; r < tokens; ++r) {
-        const float* in = ff + r * L.fc1.n;
-        float* out = ff + r * gated;
-        for (int64_t i = 0; i < gated; ++i)
-          out[i] = activate(L.activation, in[act_half + i]) * in[gate_half + i];
-      }
+      gated_activation(act, ff, act_half, gate_half, ff, tokens, gated);
     }
     zero_rows(ff, tokens, tp, L.fc2.k);
     NPUFLOW_RETURN_IF_ERROR(project(L.fc2, ff, tp, tokens, s.tmp.data(), context));
     residual(s.tmp.data(), L.ls2);
-    if (!L.pre_norm) layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, h);
+    if (!L.pre_norm)
+      layer_norm_rows(h, tokens, d, L.norm2.gamma, L.norm2.beta, L.norm2.epsilon, h, context);
     emit(static_cast<int>(li + 1));
   }
   return Status::ok();

@@ -19,6 +19,7 @@
 #include "ort/integer_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
+#include "route/claim_policy.h"
 #include "route/claim_verifier.h"
 #include "route/device_selection.h"
 
@@ -161,7 +162,18 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
 
   QdqMatcherOptions options;
   options.enabled = knobs_.flag("qdq");
-  const ClaimSet claims = match_qdq_matmuls(snap.view, options);
+  ClaimSet claims = match_qdq_matmuls(snap.view, options);
+  // Do no harm (claim=faster): keep only what this machine's measured costs say is not slower.
+  const ClaimPolicy policy =
+      resolve_claim_policy(knobs_.text("claim"), knobs_.text("device"), device_->name());
+  const std::string cost_path =
+      knobs_.text("claim_costs").empty() ? default_cost_table_path() : knobs_.text("claim_costs");
+  std::optional<CostTable> costs;
+  if (policy == ClaimPolicy::kFaster) {
+    auto loaded = load_cost_table(cost_path);
+    if (loaded.is_ok()) costs = std::move(loaded).value();
+  }
+  apply_claim_policy(claims, policy, costs ? &*costs : nullptr, cost_path);
 
   OrtNodeFusionOptions fusion{};
   fusion.ort_version_supported = api().version;
@@ -217,6 +229,7 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     }
     return overlaps;
   });
+  apply_claim_policy(encoders, policy, costs ? &*costs : nullptr, cost_path);
   for (const Claim& claim : encoders.claims) {
     std::vector<const OrtNode*> nodes;
     for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);

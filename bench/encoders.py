@@ -1,0 +1,198 @@
+"""npuflow's host device against the ONNX Runtime CPU EP on the encoder families at real size
+(random weights): ViT-B/16, CLIP-B/16, SigLIP-B/16 (224 px), DINOv2-S and Depth Anything V2 S
+(518 px, 1370 tokens), BERT-base at 128 and 512 tokens.
+
+Both sessions live in this process with the same intra-op thread count (2 by default) and run
+alternately, npuflow then CPU EP, --runs times after a warm-up; the table gives the medians and the
+ratio CPU EP / npuflow (> 1: npuflow is faster). npuflow claims with NPUFLOW_CLAIM=all on the host
+device, so the figure is what a claim would cost.
+
+--write-costs writes the measurements as the cost table claim=faster reads
+(~/.cache/npuflow/claim-costs-<machine>.json, or --costs PATH).
+
+Models are exported once with the fixtures venv (torch + transformers) and cached under
+~/.cache/npuflow/bench-encoders-<pins>/, keyed by the exporters' sources and the venv.
+
+    make bench-encoders
+    .venv/bin/python bench/encoders.py --only vit bert128 --runs 5
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
+CACHE = Path(os.environ.get("NPUFLOW_CACHE_DIR", Path.home() / ".cache" / "npuflow"))
+
+# name -> (label, file in the export dir, how to export it)
+MODELS = {
+    "vit": ("ViT-B/16", "vit.onnx", ("vision", "vit")),
+    "clip": ("CLIP-B/16", "clip.onnx", ("vision", "clip")),
+    "siglip": ("SigLIP-B/16", "siglip.onnx", ("vision", "siglip")),
+    "dinov2": ("DINOv2-S", "dinov2.onnx", ("vision", "dinov2")),
+    "depth_anything": ("Depth Anything V2 S", "depth_anything.onnx", ("vision", "depth_anything")),
+    "bert128": ("BERT-base, 128 tokens", "bert_128.onnx", ("bert", 128)),
+    "bert512": ("BERT-base, 512 tokens", "bert_512.onnx", ("bert", 512)),
+}
+# Token counts at the exported size, for claims whose shapes ONNX left symbolic (TorchScript's
+# DINOv2 interpolates its position embedding from the image, so T is not static in the graph).
+TOKENS = {"vit": 197, "clip": 197, "siglip": 196, "dinov2": 1370, "depth_anything": 1370,
+          "bert128": 128, "bert512": 512}
+
+
+def machine_signature() -> str:
+    """The name src/route/claim_policy.cc gives this machine's cost table."""
+    arch = platform.machine()
+    if arch != "x86_64":
+        return arch
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    if "avx512f" in flags:
+        return "x86_64-avx512" + ("-vnni" if "avx512_vnni" in flags else "")
+    return "x86_64-avx2" if "avx2" in flags else "x86_64"
+
+
+def fixtures_python() -> str:
+    venv = subprocess.run(["bash", str(ROOT / "tools" / "fixtures" / "venv.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    return str(Path(venv) / "bin" / "python")
+
+
+def export_dir(python: str) -> Path:
+    pins = hashlib.sha256()
+    for source in ("tools/fixtures/export_vision.py", "bench/export_models.py"):
+        pins.update((ROOT / source).read_bytes())
+    pins.update(python.encode())
+    return CACHE / f"bench-encoders-{pins.hexdigest()[:12]}"
+
+
+def ensure_model(name: str, python: str, out: Path) -> Path:
+    _, file, (how, arg) = MODELS[name]
+    path = out / file
+    if path.exists():
+        return path
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"exporting {name} into {out} (once)", file=sys.stderr, flush=True)
+    subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg), str(path)],
+                   check=True)
+    return path
+
+
+def feeds_for(session, seed=0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        if "int64" in inp.type:
+            feeds[inp.name] = (np.ones(shape, np.int64) if "mask" in inp.name
+                               else rng.integers(0, 30000, shape, dtype=np.int64))
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def claimed_flops(claim: dict, tokens: int) -> float:
+    """2 x MACs of the claim's GEMM work (one image), symbolic dims read as the known T."""
+    flops = 0.0
+    for gemm in claim.get("work", []):
+        rows, k, n = gemm["rows"], gemm["k"], gemm["n"]
+        if rows <= 0:
+            rows = tokens * (claim.get("heads", 1) if gemm.get("attention") else 1)
+        k, n = (tokens if k <= 0 else k), (tokens if n <= 0 else n)
+        flops += 2.0 * rows * k * n
+    return flops
+
+
+def measure(path: Path, threads: int, runs: int, tmp: Path):
+    import numpy as np
+    import onnxruntime as ort
+
+    def options():
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        return so
+
+    cpu = ort.InferenceSession(str(path), sess_options=options(),
+                               providers=["CPUExecutionProvider"])
+    so = options()
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == "NpuflowExecutionProvider"]
+    report = tmp / f"{path.stem}.report.jsonl"
+    report.unlink(missing_ok=True)
+    so.add_provider_for_devices(devices, {"claim": "all", "device": "host",
+                                          "report": str(report)})
+    npu = ort.InferenceSession(str(path), sess_options=so)
+    feeds = feeds_for(cpu)
+    want = cpu.run(None, feeds)
+    got = npu.run(None, feeds)
+    cosine = min(float(np.dot(a.ravel(), b.ravel()) /
+                       (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30)) for a, b in zip(got, want))
+    times = {"npuflow": [], "cpu": []}
+    for _ in range(runs):
+        for arm, session in (("npuflow", npu), ("cpu", cpu)):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            times[arm].append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times["npuflow"]), statistics.median(times["cpu"]), cosine, report
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", choices=list(MODELS), help="default: all")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--write-costs", action="store_true")
+    parser.add_argument("--costs", type=Path, help="cost table path (default: the cache's)")
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+    ort.register_execution_provider_library("npuflow",
+                                            str(BUILD_DIR / "lib" / "libonnxruntime_npuflow.so"))
+    python = fixtures_python()
+    out = export_dir(python)
+    tmp = out / "reports"
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows = []
+    print(f"{'model':<24} {'CPU EP ms':>10} {'npuflow ms':>11} {'ratio':>7} {'cosine':>12}")
+    for name in args.only or list(MODELS):
+        label = MODELS[name][0]
+        path = ensure_model(name, python, out)
+        npu_ms, cpu_ms, cosine, report = measure(path, args.threads, args.runs, tmp)
+        print(f"{label:<24} {cpu_ms:>10.1f} {npu_ms:>11.1f} {cpu_ms / npu_ms:>6.2f}x "
+              f"{cosine:>12.9f}", flush=True)
+        graph = [json.loads(line) for line in report.read_text().splitlines()]
+        claims = [c for g in graph for c in g.get("claims", [])
+                  if c.get("kind") == "vision_encoder"]
+        if claims:
+            rows.append(dict(kind="vision_encoder", model=label, family=claims[0].get("family", ""),
+                             tokens=TOKENS[name],
+                             hidden=claims[0].get("hidden", 0),
+                             flops=claimed_flops(claims[0], TOKENS[name]),
+                             npuflow_ms=npu_ms, cpu_ep_ms=cpu_ms))
+        else:
+            print(f"  (nothing claimed in {label}: no cost row)", flush=True)
+    if args.write_costs:
+        sig = machine_signature()
+        path = args.costs or CACHE / f"claim-costs-{sig}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(machine=sig, threads=args.threads,
+                                        command="bench/encoders.py --write-costs", rows=rows),
+                                   indent=1))
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Exports one real-size encoder (random weights, fixed seed, nothing downloaded) for
+bench/encoders.py, in the fixtures venv (`bash tools/fixtures/venv.sh` prints it):
+
+    python bench/export_models.py vision vit OUT.onnx     # vit clip siglip dinov2 depth_anything
+    python bench/export_models.py bert 128 OUT.onnx       # BERT-base at 128 (or 512) tokens
+
+Vision encoders come from tools/fixtures/export_vision.py's real configurations (TorchScript
+exporter, encoder-only where the family has that variant), so the bench measures what the
+fixtures describe.
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
+
+
+class LastHidden(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def export_bert(tokens: int, out: str):
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(1234)
+    model = LastHidden(BertModel(BertConfig(attn_implementation="eager")).eval())
+    ids = torch.randint(0, 30522, (1, tokens))
+    mask = torch.ones(1, tokens, dtype=torch.int64)
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), out, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"], opset_version=17, dynamo=False)
+
+
+def export_vision(family: str, out: str):
+    import export_vision as ev
+    makers, sizes = ev.full_configs("eager")
+    encoder_only = family != "depth_anything"
+    module = ev.build(makers[family], family, encoder_only, sizes[family])
+    ev.export(module, sizes[family], ev.output_names(family, encoder_only), Path(out),
+              "torchscript")
+
+
+def main():
+    kind, what, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    if kind == "bert":
+        export_bert(int(what), out)
+    else:
+        export_vision(what, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+#include "ops/simd.h"
+
+#include <atomic>
+
+namespace npuflow {
+namespace {
+
+bool cpu_has_avx2() {
+#if NPUFLOW_HAVE_AVX2_KERNELS
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> avx2_allowed{true};
+
+}  // namespace
+
+bool avx2_kernels_active() {
+  return cpu_has_avx2() && avx2_allowed.load(std::memory_order_relaxed);
+}
+
+void allow_avx2_kernels(bool allowed) {
+  avx2_allowed.store(allowed, std::memory_order_relaxed);
+}
+
+}  // namespace npuflow
