@@ -236,6 +236,15 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   auto replay_part = [&](IndexTensor& x, const Chain& chain) {
     Part part;
     part.replayed = replay(x, chain.ops, chain.split_output, &env) && !x.data.empty();
+    if (part.replayed && chain.rope) {
+      // The rotation moves no data, but shape chains read its output (an SDPA decomposition
+      // reshapes by Shape(q)): record the layout it has, that of the ops up to it.
+      IndexTensor upto = source();
+      const auto end =
+          chain.ops.begin() + static_cast<std::ptrdiff_t>(chain.rope->at + chain.rope->layout_ops);
+      if (replay(upto, std::vector<NodeId>(chain.ops.begin(), end), chain.split_output, &env))
+        env[chain.rope->output] = upto.shape;
+    }
     if (part.replayed) {
       part.lo = n;
       for (int32_t i : x.data) {

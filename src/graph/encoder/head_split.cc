@@ -66,6 +66,9 @@ std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, 
       local.insert(local.end(), s.begin(), s.end());
       local.push_back(p);
     } else if (node.op_type == "Identity" || is_noop_cast(p)) {
+      // Moves nothing, but is replayed: a shape chain may read the value it writes (SDPA
+      // decompositions reshape by Shape(q.float())).
+      chain.ops.push_back(p);
       local.push_back(p);
       v = node.input(0);
     } else {

@@ -102,6 +102,8 @@ std::optional<Chain::Rope> Matcher::rotary(ValueId v, ValueId& x, Used& used) co
         Chain::Rope rope;
         rope.cos = cos;
         rope.sin = sin;
+        rope.root = root;
+        rope.output = v;
         x = root;
         used.insert(used.end(), {add, m1, m2, cat, neg, hi, lo});
         used.insert(used.end(), casts.begin(), casts.end());
