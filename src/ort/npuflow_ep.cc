@@ -34,6 +34,47 @@ struct NpuflowEp::Totals {
 
 namespace {
 
+// The fused node's input names, in order ("" for an omitted optional input).
+Status fused_input_names(const OrtNode* node, std::vector<std::string>& names) {
+  const OrtApi& ort = *api().ort;
+  size_t count = 0;
+  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(node, &count));
+  std::vector<const OrtValueInfo*> inputs(count);
+  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(node, inputs.data(), count));
+  names.assign(count, "");
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    if (inputs[i] == nullptr) continue;
+    if (OrtStatus* status = ort.GetValueInfoName(inputs[i], &name)) {
+      ort.ReleaseStatus(status);
+      continue;
+    }
+    if (name) names[i] = name;
+  }
+  return Status::ok();
+}
+
+std::optional<size_t> index_of(const std::vector<std::string>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!names[i].empty() && names[i] == name) return i;
+  return std::nullopt;
+}
+
+// A claim's constant 8-bit K x N weight, checked against the size the claim says.
+Result<const ConstantData*> quantized_weight(const GraphView& view, const std::string& name,
+                                             int64_t k, int64_t n) {
+  const ValueId id = view.find_value(name);
+  if (!view.is_constant(id)) {
+    return internal_error(str_cat("weight '", name, "' is missing at compile time"));
+  }
+  const ConstantData* weight = &*view.value(id).constant;
+  if (weight->bytes != static_cast<size_t>(k * n)) {
+    return invalid_argument(str_cat("weight '", name, "' holds ", weight->bytes, " bytes for a ", k,
+                                    "x", n, " matrix"));
+  }
+  return weight;
+}
+
 // Provider options arrive as session config entries "ep.<lower-cased EP name>.<key>".
 Knobs::Lookup provider_option_lookup(const OrtSessionOptions* options) {
   return [options](const KnobSpec& spec) -> std::optional<std::string> {
@@ -338,39 +379,23 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   }
   if (!found) return internal_error("a fused node has no QDQ MatMul claim from GetCapability");
 
-  const ValueId weight_id = view.find_value(claim.weight_name);
-  if (!view.is_constant(weight_id)) {
-    return internal_error(str_cat("weight '", claim.weight_name, "' is missing at compile time"));
-  }
-  const ConstantData& weight = *view.value(weight_id).constant;
-  if (weight.bytes != static_cast<size_t>(claim.spec.k * claim.spec.n)) {
-    return invalid_argument(str_cat("weight '", claim.weight_name, "' holds ", weight.bytes,
-                                    " bytes for a ", claim.spec.k, "x", claim.spec.n, " matrix"));
-  }
+  auto weight_ref = quantized_weight(view, claim.weight_name, claim.spec.k, claim.spec.n);
+  if (!weight_ref.is_ok()) return weight_ref.status();
+  const ConstantData& weight = *weight_ref.value();
 
   // Locate the activation among the fused node's inputs.
   const OrtApi& ort = *api().ort;
-  size_t input_count = 0;
-  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(fused_node, &input_count));
-  std::vector<const OrtValueInfo*> inputs(input_count);
-  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(fused_node, inputs.data(), input_count));
+  std::vector<std::string> input_names;
+  NPUFLOW_RETURN_IF_ERROR(fused_input_names(fused_node, input_names));
   QdqNodeBinding binding;
   binding.activation_type = claim.activation_type;
   binding.activation_dequantized = claim.activation_dequantized;
-  bool bound = false;
-  for (size_t i = 0; i < input_count; ++i) {
-    const char* name = nullptr;
-    if (inputs[i] == nullptr) continue;
-    NPUFLOW_ORT_CHECK(ort.GetValueInfoName(inputs[i], &name));
-    if (claim.activation_name == name) {
-      binding.activation_input = i;
-      bound = true;
-    }
-  }
-  if (!bound) {
+  const auto activation = index_of(input_names, claim.activation_name);
+  if (!activation) {
     return internal_error(
         str_cat("activation '", claim.activation_name, "' is not an input of the fused node"));
   }
+  binding.activation_input = *activation;
 
   binding.min_rows = knobs_.integer("min_rows");
 
@@ -408,31 +433,15 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
 
 Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
                                   const OrtNode* fused_node, OrtNodeComputeInfo** out) {
-  const ValueId weight_id = view.find_value(claim.weight_name);
-  if (!view.is_constant(weight_id)) {
-    return internal_error(str_cat("weight '", claim.weight_name, "' is missing at compile time"));
-  }
-  const ConstantData& weight = *view.value(weight_id).constant;
-  if (weight.bytes != static_cast<size_t>(claim.spec.k * claim.spec.n)) {
-    return invalid_argument(str_cat("weight '", claim.weight_name, "' holds ", weight.bytes,
-                                    " bytes for a ", claim.spec.k, "x", claim.spec.n, " matrix"));
-  }
+  auto weight_ref = quantized_weight(view, claim.weight_name, claim.spec.k, claim.spec.n);
+  if (!weight_ref.is_ok()) return weight_ref.status();
+  const ConstantData& weight = *weight_ref.value();
   const OrtApi& ort = *api().ort;
-  size_t input_count = 0;
-  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(fused_node, &input_count));
-  std::vector<const OrtValueInfo*> inputs(input_count);
-  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(fused_node, inputs.data(), input_count));
+  std::vector<std::string> input_names;
+  NPUFLOW_RETURN_IF_ERROR(fused_input_names(fused_node, input_names));
   auto input_index = [&](const std::string& name) -> int64_t {
-    for (size_t i = 0; i < input_count; ++i) {
-      const char* n = nullptr;
-      if (inputs[i] == nullptr) continue;
-      if (OrtStatus* status = ort.GetValueInfoName(inputs[i], &n)) {
-        ort.ReleaseStatus(status);
-        continue;
-      }
-      if (n && name == n) return static_cast<int64_t>(i);
-    }
-    return -1;
+    const auto index = index_of(input_names, name);
+    return index ? static_cast<int64_t>(*index) : -1;
   };
   IntegerNodeBinding binding;
   binding.quantize_inside = claim.quantize_inside;
@@ -542,25 +551,13 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
 
   // Inputs and outputs of the fused node, by name.
   const OrtApi& ort = *api().ort;
-  size_t input_count = 0, output_count = 0;
-  NPUFLOW_ORT_CHECK(ort.Node_GetNumInputs(fused_node, &input_count));
-  std::vector<const OrtValueInfo*> inputs(input_count);
-  NPUFLOW_ORT_CHECK(ort.Node_GetInputs(fused_node, inputs.data(), input_count));
+  std::vector<std::string> input_names;
+  NPUFLOW_RETURN_IF_ERROR(fused_input_names(fused_node, input_names));
+  size_t output_count = 0;
   NPUFLOW_ORT_CHECK(ort.Node_GetNumOutputs(fused_node, &output_count));
   std::vector<const OrtValueInfo*> outputs(output_count);
   NPUFLOW_ORT_CHECK(ort.Node_GetOutputs(fused_node, outputs.data(), output_count));
-  auto input_index = [&](const std::string& name) -> std::optional<size_t> {
-    for (size_t i = 0; i < input_count; ++i) {
-      const char* n = nullptr;
-      if (inputs[i] == nullptr) continue;  // an omitted optional input
-      if (OrtStatus* status = ort.GetValueInfoName(inputs[i], &n)) {
-        ort.ReleaseStatus(status);
-        continue;
-      }
-      if (n && name == n) return i;
-    }
-    return std::nullopt;
-  };
+  auto input_index = [&](const std::string& name) { return index_of(input_names, name); };
   EncoderNodeBinding binding;
   auto main = input_index(claim.input);
   if (!main)
