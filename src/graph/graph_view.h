@@ -75,6 +75,10 @@ class GraphView {
 
 // The domains whose ops mean what the ONNX spec says: ai.onnx ("" too) and com.microsoft (ONNX
 // Runtime's contrib ops keep the ONNX meaning for the names they share). Every matcher asks this.
+// The ONNX domain itself ("" or "ai.onnx"): ops the integer matchers take only from there.
+inline bool is_onnx_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
 bool is_standard_domain(const std::string& domain);
 inline bool is_standard_domain(const NodeInfo& node) {
   return is_standard_domain(node.domain);

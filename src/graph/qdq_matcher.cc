@@ -17,9 +17,6 @@ struct Refused {
   std::string detail;
 };
 
-bool is_onnx_domain(const std::string& domain) {
-  return domain.empty() || domain == "ai.onnx";
-}
 bool is_8bit(ElementType type) {
   return type == ElementType::kInt8 || type == ElementType::kUInt8;
 }
