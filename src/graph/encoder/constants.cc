@@ -63,6 +63,15 @@ bool Matcher::constants_fit(const VisionEncoderClaim& enc, int64_t tokens, Fail&
              str_cat(what, " '", side->constant, "' does not end in ", d, " channels")};
       return false;
     }
+    // A constant serves every image alike: leading dims of 1 (an empty one, a constant ORT folded
+    // from an Expand to a computed batch of 0, is valid ONNX, and refused).
+    int64_t lead = 1;
+    for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
+    if (lead != 1 || (shape.size() >= 2 && shape[shape.size() - 2] < 1)) {
+      why = {"constant_shape", str_cat(what, " has shape ", shape_string(shape),
+                                       ", not rows of one image")};
+      return false;
+    }
     // A position embedding has a row per token (the kernel adds it row by row); a broadcast
     // one is valid ONNX, and refused.
     const int64_t rows_given =
