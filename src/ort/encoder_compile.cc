@@ -1,0 +1,231 @@
+// Compiling a claimed encoder: its weights read from the fused subgraph's constants, its side
+// inputs bound to the fused node's inputs by name, and the resident plan built on the device.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+#include "ops/rotary.h"
+#include "ort/encoder_node_compute.h"
+#include "ort/ep_totals.h"
+#include "ort/fused_node_inputs.h"
+#include "ort/npuflow_ep.h"
+
+namespace npuflow::ort {
+
+namespace {
+
+// Reads a constant fp32 initializer of the fused subgraph by name.
+Result<FloatRef> constant_ref(const GraphView& view, const std::string& name) {
+  const ValueId id = view.find_value(name);
+  if (!view.is_constant(id) || view.value(id).type != ElementType::kFloat32) {
+    return internal_error(str_cat("constant '", name, "' is missing at compile time"));
+  }
+  const ValueInfo& v = view.value(id);
+  FloatRef ref{static_cast<const float*>(v.constant->data), v.shape};
+  if (static_cast<size_t>(ref.count()) * sizeof(float) != v.constant->bytes) {
+    return internal_error(str_cat("constant '", name, "' has ", v.constant->bytes,
+                                  " bytes for shape ", shape_string(v.shape)));
+  }
+  return ref;
+}
+
+}  // namespace
+
+Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
+                                  const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  VitEncoderSpec spec;
+  spec.hidden = claim.hidden;
+  spec.heads = claim.heads;
+  spec.from_pixels = claim.from_pixels;
+  std::vector<std::vector<float>> owned;  // gathered side operands, alive until create() copies
+  Status failed = Status::ok();
+  auto ref = [&](const std::string& name) -> FloatRef {
+    auto r = constant_ref(view, name);
+    if (!r.is_ok()) {
+      if (failed.is_ok()) failed = r.status();
+      return {};
+    }
+    return r.value();
+  };
+  auto opt = [&](const std::string& name) -> std::optional<FloatRef> {
+    if (name.empty()) return std::nullopt;
+    return ref(name);
+  };
+  auto dense = [&](const DenseRef& d) {
+    DenseWeights w;
+    w.weight = ref(d.weight);
+    w.transposed = d.transposed;
+    w.col_begin = d.col_begin;
+    w.cols = d.cols;
+    w.bias = opt(d.bias);
+    return w;
+  };
+  auto norm = [&](const NormRef& n) {
+    NormWeights w;
+    w.gamma = ref(n.gamma);
+    w.beta = opt(n.beta);
+    w.epsilon = n.epsilon;
+    return w;
+  };
+
+  // Inputs and outputs of the fused node, by name.
+  const OrtApi& ort = *api().ort;
+  std::vector<std::string> input_names;
+  NPUFLOW_RETURN_IF_ERROR(fused_input_names(fused_node, input_names));
+  size_t output_count = 0;
+  NPUFLOW_ORT_CHECK(ort.Node_GetNumOutputs(fused_node, &output_count));
+  std::vector<const OrtValueInfo*> outputs(output_count);
+  NPUFLOW_ORT_CHECK(ort.Node_GetOutputs(fused_node, outputs.data(), output_count));
+  auto input_index = [&](const std::string& name) { return index_of(input_names, name); };
+  EncoderNodeBinding binding;
+  auto main = input_index(claim.input);
+  if (!main)
+    return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));
+  binding.main_input = *main;
+  auto side = [&](const SideRef& s, SideOperand& operand) -> Status {
+    operand.present = s.present;
+    if (!s.present) return Status::ok();
+    if (!s.runtime.empty()) {
+      auto index = input_index(s.runtime);
+      if (!index) return internal_error(str_cat("'", s.runtime, "' is not a fused node input"));
+      operand.input_index = static_cast<int64_t>(binding.side_inputs.size());
+      binding.side_inputs.push_back(*index);
+      return Status::ok();
+    }
+    if (!s.values.empty()) {  // derived by the matcher
+      owned.push_back(s.values);
+      operand.constant = FloatRef{owned.back().data(), s.values_shape};
+      return Status::ok();
+    }
+    FloatRef table = ref(s.constant);
+    if (s.gather_indices.empty()) {
+      operand.constant = table;
+      return Status::ok();
+    }
+    const ValueId ids = view.find_value(s.gather_indices);
+    if (!view.is_constant(ids) || view.value(ids).type != ElementType::kInt64 ||
+        table.shape.size() != 2)
+      return internal_error("a gathered side operand is not a constant int64 gather of rows");
+    const ValueInfo& iv = view.value(ids);
+    const auto* idx = static_cast<const int64_t*>(iv.constant->data);
+    const size_t count = iv.constant->bytes / 8;
+    std::vector<float> rows;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t r = idx[i] < 0 ? idx[i] + table.shape[0] : idx[i];
+      if (r < 0 || r >= table.shape[0]) return invalid_argument("gather index out of range");
+      rows.insert(rows.end(), table.data + r * table.shape[1],
+                  table.data + (r + 1) * table.shape[1]);
+    }
+    owned.push_back(std::move(rows));
+    std::vector<int64_t> shape = iv.shape;
+    shape.push_back(table.shape[1]);
+    operand.constant = FloatRef{owned.back().data(), shape};
+    return Status::ok();
+  };
+  if (claim.from_pixels) {
+    spec.patch.weight = ref(claim.patch_weight);
+    spec.patch.bias = opt(claim.patch_bias);
+    spec.patch.stride_h = claim.stride_h;
+    spec.patch.stride_w = claim.stride_w;
+    NPUFLOW_RETURN_IF_ERROR(side(claim.cls, spec.cls));
+    NPUFLOW_RETURN_IF_ERROR(side(claim.pos, spec.pos));
+    NPUFLOW_RETURN_IF_ERROR(side(claim.registers, spec.registers));
+    spec.register_position = claim.register_position;
+    if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
+  }
+  // Each distinct runtime attention bias is one side input, shared by the layers that add it.
+  std::map<std::string, int64_t> bias_inputs;
+  auto bias_input = [&](const std::string& value) -> Result<int64_t> {
+    if (value.empty()) return int64_t{-1};
+    if (auto it = bias_inputs.find(value); it != bias_inputs.end()) return it->second;
+    auto index = input_index(value);
+    if (!index) {
+      return internal_error(str_cat("'", value, "' (an attention bias) is not a fused node input"));
+    }
+    const auto at = static_cast<int64_t>(binding.side_inputs.size());
+    binding.side_inputs.push_back(*index);
+    bias_inputs[value] = at;
+    return at;
+  };
+  for (const EncoderLayerRef& l : claim.layers) {
+    EncoderLayerWeights w;
+    w.pre_norm = l.pre_norm;
+    w.attention_norm = l.attention_norm;
+    w.glu = l.glu;
+    auto bias = bias_input(l.attention_bias);
+    if (!bias.is_ok()) return bias.status();
+    w.attention_bias_input = bias.value();
+    NPUFLOW_RETURN_IF_ERROR(side(l.rope_cos, w.rope_cos));
+    NPUFLOW_RETURN_IF_ERROR(side(l.rope_sin, w.rope_sin));
+    for (SideOperand* table : {&w.rope_cos, &w.rope_sin}) {
+      if (l.rope_perm.empty() || !table->present) continue;
+      if (!table->constant) return internal_error("a transposed rotary table is not constant");
+      PermutedTable laid_out =
+          permute_table(table->constant->data, table->constant->shape, l.rope_perm);
+      if (laid_out.shape.empty()) return internal_error("a rotary table does not lay out");
+      owned.push_back(std::move(laid_out.data));
+      table->constant = FloatRef{owned.back().data(), laid_out.shape};
+    }
+    if (l.attention_norm || !l.pre_norm) w.norm1 = norm(l.norm1);
+    w.norm2 = norm(l.norm2);
+    w.q = dense(l.q);
+    w.k = dense(l.k);
+    w.v = dense(l.v);
+    w.o = dense(l.o);
+    w.fc1 = dense(l.fc1);
+    w.fc2 = dense(l.fc2);
+    w.layer_scale1 = opt(l.layer_scale1);
+    w.layer_scale2 = opt(l.layer_scale2);
+    w.attention_scale = l.attention_scale;
+    w.softmax_nan_to_zero = l.softmax_nan_to_zero;
+    w.activation = l.activation;
+    spec.layers.push_back(std::move(w));
+  }
+  for (const NormRef& n : claim.exit_norms) spec.exit_norms.push_back(norm(n));
+  for (const EncoderExitRef& e : claim.exits) spec.exits.push_back({e.stream_index, e.norm});
+  NPUFLOW_RETURN_IF_ERROR(failed);
+  for (size_t i = 0; i < output_count; ++i) {
+    const char* n = nullptr;
+    NPUFLOW_ORT_CHECK(ort.GetValueInfoName(outputs[i], &n));
+    int exit = -1;
+    for (size_t e = 0; e < claim.exits.size(); ++e) {
+      if (n && claim.exits[e].value == n) exit = static_cast<int>(e);
+    }
+    if (exit < 0) {
+      return internal_error(str_cat("fused encoder output '", n ? n : "?", "' is not an exit"));
+    }
+    binding.output_exit.push_back(exit);
+  }
+  const char* fused_name = nullptr;
+  NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
+  auto plan = VitEncoder::create(fused_name ? fused_name : claim.family, spec, device_, logger_);
+  if (!plan.is_ok()) return plan.status();
+  std::shared_ptr<const VitEncoder> shared = std::move(plan).value();
+  logger_.verbose(str_cat("compiled vision encoder ", shared->name(), ": ", claim.family, ", ",
+                          claim.layers.size(), " layers, d=", claim.hidden, ", ", claim.heads,
+                          " heads, resident=", shared->resident_bytes(), " bytes"));
+  totals_->encoders.push_back(shared);
+  if (reference_device_) {
+    // The same encoder planned on the host (fp32 throughout), built now while the graph's
+    // constants are still readable.
+    auto reference =
+        VitEncoder::create(str_cat(shared->name(), "/reference"), spec, reference_device_, logger_);
+    if (!reference.is_ok()) return reference.status();
+    std::shared_ptr<const VitEncoder> ref = std::move(reference).value();
+    const VitEncoder* ref_plan = ref.get();
+    auto verifier = std::make_shared<const ClaimVerifier>(
+        str_cat(claim.family, " encoder (", claim.layers.size(), " layers, fused node '",
+                shared->name(), "')"),
+        ClaimGate::for_float_device(device_->float_compute_type()), logger_, std::move(ref));
+    totals_->verifiers.push_back(verifier);
+    *out = new EncoderNodeCompute(std::move(shared), std::move(binding), std::move(verifier),
+                                  ref_plan);
+    return Status::ok();
+  }
+  *out = new EncoderNodeCompute(std::move(shared), std::move(binding));
+  return Status::ok();
+}
+
+}  // namespace npuflow::ort
