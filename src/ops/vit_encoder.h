@@ -18,10 +18,12 @@
 #include "core/parallel.h"
 #include "core/status.h"
 #include "device/device.h"
+#include "ops/vector_math.h"
 
 namespace npuflow {
 
-enum class EncoderActivation { kGeluErf, kGeluTanh, kQuickGelu };
+// The MLP activation a claim found: the vector kernels' own enum (one list of GELU forms).
+using EncoderActivation = VectorActivation;
 const char* encoder_activation_name(EncoderActivation activation);
 // A gated MLP (GLU): fc1 writes 2I columns; the activation of one half times the other half
 // feeds fc2. kActFirst: act(first half) * second half (ModernBERT's GeGLU).
