@@ -15,7 +15,8 @@ enum class ElementType : uint8_t {
   kInt64,
   kFloat16,
   kFloat32,
-  kInt4
+  kInt4,
+  kBool  // one byte per element, 0 or 1 (ONNX bool)
 };
 
 constexpr size_t element_size(ElementType type) {
@@ -23,6 +24,7 @@ constexpr size_t element_size(ElementType type) {
     case ElementType::kInt8:
     case ElementType::kUInt8:
     case ElementType::kInt4:
+    case ElementType::kBool:
       return 1;
     case ElementType::kFloat16:
       return 2;
@@ -53,6 +55,8 @@ constexpr const char* element_type_name(ElementType type) {
       return "float32";
     case ElementType::kInt4:
       return "int4";
+    case ElementType::kBool:
+      return "bool";
     case ElementType::kUnknown:
       return "unknown";
   }

@@ -47,6 +47,11 @@ constexpr std::array kKnobs = {
              "sim only, for tests: every Nth accepted device call returns with its first output "
              "element far off, as a silently miscomputing NPU would; nothing but verify=1 "
              "notices. 0 never."},
+    KnobSpec{"program_ops", "NPUFLOW_PROGRAM_OPS", KnobKind::kBool, "0", "",
+             "For tests: every node the tensor-program interpreter implements (the ops a claim "
+             "runs for a text encoder's embedding and masks) that no other claim takes runs in "
+             "it, as a fused node of its own or, when that is every node, as one; the "
+             "interpreter is then checked against the CPU EP op by op. 0 off."},
     KnobSpec{"sim_workers", "NPUFLOW_SIM_WORKERS", KnobKind::kInt, "5", "1..8",
              "sim only: worker fds the simulated library splits N across (ROCKET_N_THREADS, "
              "default 5 for 3 cores). The split changes tiling, hence fp16 rounding."},

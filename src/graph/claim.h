@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "graph/graph_view.h"
+#include "ops/tensor_program.h"
 #include "ops/vit_encoder.h"
 #include "quant/integer_matmul.h"
 #include "quant/qdq_epilogue.h"
 
 namespace npuflow {
 
-enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul };
+enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul, kTensorProgram };
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
 // `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
@@ -130,6 +131,11 @@ struct VisionEncoderClaim {
   std::vector<EncoderLayerRef> layers;
   std::vector<NormRef> exit_norms;
   std::vector<EncoderExitRef> exits;
+  // Runtime values the claim computes itself from its inputs (a text encoder's embedding sum,
+  // its attention masks, rotary tables from the sequence length), by an exact tensor program;
+  // each of `input`, an attention bias or a runtime side operand that names one of its outputs
+  // is read from there instead of from a fused node input.
+  TensorProgram program;
   std::string note;  // e.g. why the embedding stayed on the CPU EP
 };
 
@@ -141,6 +147,7 @@ struct Claim {
   QdqMatMulClaim qdq;
   IntegerMatMulClaim integer;
   VisionEncoderClaim encoder;
+  TensorProgram program;  // kTensorProgram (the program_ops test knob)
 };
 
 struct Refusal {

@@ -105,8 +105,8 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       ",\"activations\":[", join(activations, ","), "],\"exits\":[", join(exits, ","),
       "],\"attention_bias\":", biases.empty() ? "false" : "true",
       ",\"attention_biases\":", biases.size(), ",\"rotary_layers\":", rotary,
-      ",\"gated_mlp_layers\":", gated, ",\"note\":\"", json_escape(e.note),
-      "\",\"work\":", gemms_to_json(claim.work), "}");
+      ",\"gated_mlp_layers\":", gated, ",\"program_ops\":", e.program.ops.size(), ",\"note\":\"",
+      json_escape(e.note), "\",\"work\":", gemms_to_json(claim.work), "}");
 }
 
 }  // namespace

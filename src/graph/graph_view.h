@@ -34,11 +34,19 @@ struct ValueInfo {
   std::optional<ConstantData> constant;  // set for constant initializers only
 };
 
+// A TENSOR attribute (ConstantOfShape's value), copied: only small ones are kept.
+struct AttributeTensor {
+  ElementType type = ElementType::kUnknown;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
 struct Attribute {
   std::optional<int64_t> integer;
   std::optional<float> real;
   std::optional<std::string> text;
   std::optional<std::vector<int64_t>> integers;  // INTS (perm, pads, strides, axes)
+  std::optional<AttributeTensor> tensor;
 };
 
 struct NodeInfo {

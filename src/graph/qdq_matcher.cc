@@ -251,6 +251,8 @@ const char* claim_kind_name(ClaimKind kind) {
       return "vision_encoder";
     case ClaimKind::kIntegerMatMul:
       return "integer_matmul";
+    case ClaimKind::kTensorProgram:
+      return "tensor_program";
   }
   return "?";
 }

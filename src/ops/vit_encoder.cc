@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 
 #include "core/fp16.h"
 #include "core/strings.h"
@@ -394,6 +395,7 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     std::vector<int64_t> shape[2];
   };
   std::vector<Tables> tables(layers_.size());
+  std::deque<PermutedTable> laid_out;  // runtime tables stored transposed, laid out for this run
   const int64_t head_dim = hidden_ / heads_;
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
@@ -411,10 +413,19 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       if (specs[i]->constant) {
         tables[li].data[i] = constants[i]->data();
         tables[li].shape[i] = *shapes[i];
-      } else {
+      } else if (specs[i]->perm.empty()) {
         const FloatInput& in = side.at(static_cast<size_t>(specs[i]->input_index));
         tables[li].data[i] = in.data;
         tables[li].shape[i] = in.shape;
+      } else {
+        const FloatInput& in = side.at(static_cast<size_t>(specs[i]->input_index));
+        laid_out.push_back(permute_table(in.data, in.shape, specs[i]->perm));
+        if (laid_out.back().shape.empty()) {
+          return invalid_argument(str_cat("a rotary table of shape ", shape_string(in.shape),
+                                          " does not lay out as [.., T, head_dim]"));
+        }
+        tables[li].data[i] = laid_out.back().data.data();
+        tables[li].shape[i] = laid_out.back().shape;
       }
       NPUFLOW_RETURN_IF_ERROR(check_side_shape(i == 0 ? "rotary cos table" : "rotary sin table",
                                                tables[li].shape[i], tokens, head_dim, batch));

@@ -55,6 +55,9 @@ struct SideOperand {
   bool present = false;
   std::optional<FloatRef> constant;  // resolved at create()
   int64_t input_index = -1;          // else a runtime input of the fused node
+  // A runtime rotary table stored transposed (ORT's transpose optimizer): the perm that lays it
+  // out as [.., T, head_dim] at rank 4, applied at each run; empty when it already is.
+  std::vector<int64_t> perm;
 };
 
 struct EncoderLayerWeights {

@@ -11,6 +11,7 @@
 #include "ort/ep_totals.h"
 #include "ort/fused_node_inputs.h"
 #include "ort/npuflow_ep.h"
+#include "ort/program_node_compute.h"
 
 namespace npuflow::ort {
 
@@ -80,7 +81,22 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   NPUFLOW_ORT_CHECK(ort.Node_GetOutputs(fused_node, outputs.data(), output_count));
   auto input_index = [&](const std::string& name) { return index_of(input_names, name); };
   EncoderNodeBinding binding;
-  auto main = input_index(claim.input);
+  // A runtime value the plan reads: an output of the claim's tensor program, else a fused node
+  // input.
+  auto source = [&](const std::string& name) -> std::optional<EncoderInputSource> {
+    const auto& produced = claim.program.output_names;
+    for (size_t i = 0; i < produced.size(); ++i)
+      if (produced[i] == name) return EncoderInputSource{true, i};
+    if (auto index = input_index(name)) return EncoderInputSource{false, *index};
+    return std::nullopt;
+  };
+  if (!claim.program.empty()) {
+    auto program = std::make_shared<TensorProgram>(claim.program);
+    NPUFLOW_RETURN_IF_ERROR(load_program_constants(view, *program));
+    NPUFLOW_RETURN_IF_ERROR(bind_program_inputs(*program, input_names, binding.program_inputs));
+    binding.program = std::move(program);
+  }
+  auto main = source(claim.input);
   if (!main)
     return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));
   binding.main_input = *main;
@@ -88,7 +104,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     operand.present = s.present;
     if (!s.present) return Status::ok();
     if (!s.runtime.empty()) {
-      auto index = input_index(s.runtime);
+      auto index = source(s.runtime);
       if (!index) return internal_error(str_cat("'", s.runtime, "' is not a fused node input"));
       operand.input_index = static_cast<int64_t>(binding.side_inputs.size());
       binding.side_inputs.push_back(*index);
@@ -124,6 +140,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     operand.constant = FloatRef{owned.back().data(), shape};
     return Status::ok();
   };
+  if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
   if (claim.from_pixels) {
     spec.patch.weight = ref(claim.patch_weight);
     spec.patch.bias = opt(claim.patch_bias);
@@ -133,14 +150,13 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     NPUFLOW_RETURN_IF_ERROR(side(claim.pos, spec.pos));
     NPUFLOW_RETURN_IF_ERROR(side(claim.registers, spec.registers));
     spec.register_position = claim.register_position;
-    if (claim.pre_norm) spec.pre_norm = norm(*claim.pre_norm);
   }
   // Each distinct runtime attention bias is one side input, shared by the layers that add it.
   std::map<std::string, int64_t> bias_inputs;
   auto bias_input = [&](const std::string& value) -> Result<int64_t> {
     if (value.empty()) return int64_t{-1};
     if (auto it = bias_inputs.find(value); it != bias_inputs.end()) return it->second;
-    auto index = input_index(value);
+    auto index = source(value);
     if (!index) {
       return internal_error(str_cat("'", value, "' (an attention bias) is not a fused node input"));
     }
@@ -161,7 +177,10 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     NPUFLOW_RETURN_IF_ERROR(side(l.rope_sin, w.rope_sin));
     for (SideOperand* table : {&w.rope_cos, &w.rope_sin}) {
       if (l.rope_perm.empty() || !table->present) continue;
-      if (!table->constant) return internal_error("a transposed rotary table is not constant");
+      if (!table->constant) {  // laid out at each run
+        table->perm = l.rope_perm;
+        continue;
+      }
       PermutedTable laid_out =
           permute_table(table->constant->data, table->constant->shape, l.rope_perm);
       if (laid_out.shape.empty()) return internal_error("a rotary table does not lay out");

@@ -2,31 +2,18 @@
 
 #include "core/strings.h"
 #include "graph/graph_view.h"
+#include "ort/fused_node_inputs.h"
 
 namespace npuflow::ort {
 namespace {
 
-Result<FloatInput> read_float(const OrtValue* value, const char* what) {
-  const OrtApi& ort = *api().ort;
-  if (value == nullptr) return invalid_argument(str_cat("the fused encoder received no ", what));
-  OrtTensorTypeAndShapeInfo* info = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
-  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  size_t rank = 0;
-  OrtStatus* status = ort.GetTensorElementType(info, &type);
-  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
-  FloatInput in;
-  in.shape.resize(rank);
-  if (status == nullptr) status = ort.GetDimensions(info, in.shape.data(), rank);
-  ort.ReleaseTensorTypeAndShapeInfo(info);
-  NPUFLOW_ORT_CHECK(status);
-  if (type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
-    return invalid_argument(str_cat("the fused encoder's ", what, " is not float32"));
+Result<FloatInput> as_float(ElementType type, const std::vector<int64_t>& shape, const void* data,
+                            const char* what) {
+  if (type != ElementType::kFloat32) {
+    return invalid_argument(
+        str_cat("the fused encoder's ", what, " is ", element_type_name(type), ", not float32"));
   }
-  const void* data = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorData(value, &data));
-  in.data = static_cast<const float*>(data);
-  return in;
+  return FloatInput{static_cast<const float*>(data), shape};
 }
 
 }  // namespace
@@ -65,14 +52,36 @@ Status EncoderNodeCompute::run_plan(const VitEncoder& plan, const FloatInput& ma
 
 Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
-  const OrtValue* value = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, binding_.main_input, &value));
-  auto main = read_float(value, "main input");
+  auto input = [&](size_t index, const char* what) { return read_input(context, index, what); };
+  // The tensor program first: the plan's inputs may be its outputs.
+  ProgramResult computed;
+  if (binding_.program) {
+    std::vector<TypedInput> typed;
+    for (size_t index : binding_.program_inputs) {
+      auto in = input(index, "program input");
+      if (!in.is_ok()) return in.status();
+      typed.push_back(std::move(in).value());
+    }
+    std::vector<TensorView> views;
+    for (const TypedInput& t : typed) views.push_back({t.type, &t.shape, t.data});
+    auto result = binding_.program->run(views);
+    if (!result.is_ok()) return result.status();
+    computed = std::move(result).value();
+  }
+  auto float_input = [&](const EncoderInputSource& source, const char* what) -> Result<FloatInput> {
+    if (source.from_program) {
+      const ProgramTensor& t = computed.output(source.index, binding_.program->output_slots);
+      return as_float(t.type(), t.shape(), t.raw(), what);
+    }
+    auto in = input(source.index, what);
+    if (!in.is_ok()) return in.status();
+    return as_float(in.value().type, in.value().shape, in.value().data, what);
+  };
+  auto main = float_input(binding_.main_input, "main input");
   if (!main.is_ok()) return main.status();
   std::vector<FloatInput> side;
-  for (size_t index : binding_.side_inputs) {
-    NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, index, &value));
-    auto in = read_float(value, "side input");
+  for (const EncoderInputSource& source : binding_.side_inputs) {
+    auto in = float_input(source, "side input");
     if (!in.is_ok()) return in.status();
     side.push_back(std::move(in).value());
   }

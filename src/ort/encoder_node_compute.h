@@ -1,5 +1,6 @@
-// The OrtNodeComputeInfo of one fused vision-encoder node: reads the pixels (or the stream) and
-// any runtime side operands, allocates every exit and runs the resident plan (ops/VitEncoder).
+// The OrtNodeComputeInfo of one fused encoder node: reads the pixels (or the stream) and any
+// runtime side operands, runs the claim's tensor program (a text encoder's embedding and masks)
+// when it has one, allocates every exit and runs the resident plan (ops/VitEncoder).
 // With `verify`, the same plan built on the host device is the reference a ClaimVerifier checks
 // the first run against.
 #pragma once
@@ -7,16 +8,26 @@
 #include <memory>
 #include <vector>
 
+#include "ops/tensor_program.h"
 #include "ops/vit_encoder.h"
 #include "ort/fused_node_compute.h"
 #include "route/claim_verifier.h"
 
 namespace npuflow::ort {
 
+// Where the plan's main input or a side input comes from: a fused node input (by index), or an
+// output of the claim's tensor program.
+struct EncoderInputSource {
+  bool from_program = false;
+  size_t index = 0;
+};
+
 struct EncoderNodeBinding {
-  size_t main_input = 0;            // index among the fused node's inputs
-  std::vector<size_t> side_inputs;  // by VitEncoderSpec side input_index
-  std::vector<int> output_exit;     // per fused-node output: the plan's exit index
+  EncoderInputSource main_input;
+  std::vector<EncoderInputSource> side_inputs;   // by VitEncoderSpec side input_index
+  std::vector<int> output_exit;                  // per fused-node output: the plan's exit index
+  std::shared_ptr<const TensorProgram> program;  // null: none
+  std::vector<size_t> program_inputs;            // the fused node input of each program input
 };
 
 class EncoderNodeCompute final : public FusedNodeCompute {

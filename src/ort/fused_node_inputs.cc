@@ -1,5 +1,7 @@
 #include "ort/fused_node_inputs.h"
 
+#include "core/strings.h"
+
 namespace npuflow::ort {
 
 Status fused_input_names(const OrtNode* node, std::vector<std::string>& names) {
@@ -25,6 +27,27 @@ std::optional<size_t> index_of(const std::vector<std::string>& names, const std:
   for (size_t i = 0; i < names.size(); ++i)
     if (!names[i].empty() && names[i] == name) return i;
   return std::nullopt;
+}
+
+Result<TypedInput> read_input(OrtKernelContext* context, size_t index, const char* what) {
+  const OrtApi& ort = *api().ort;
+  const OrtValue* value = nullptr;
+  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, index, &value));
+  if (value == nullptr) return invalid_argument(str_cat("the fused node received no ", what));
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t rank = 0;
+  OrtStatus* status = ort.GetTensorElementType(info, &type);
+  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
+  TypedInput in;
+  in.shape.resize(rank);
+  if (status == nullptr) status = ort.GetDimensions(info, in.shape.data(), rank);
+  ort.ReleaseTensorTypeAndShapeInfo(info);
+  NPUFLOW_ORT_CHECK(status);
+  in.type = element_type_of(type);
+  NPUFLOW_ORT_CHECK(ort.GetTensorData(value, &in.data));
+  return in;
 }
 
 }  // namespace npuflow::ort

@@ -1,4 +1,5 @@
-// The fused node's inputs by name: how a compile step finds the runtime values a claim names.
+// The fused node's inputs: by name (how a compile step finds the runtime values a claim names),
+// and as typed tensors at run time.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/element_type.h"
 #include "core/status.h"
 #include "ort/ort_api.h"
 
@@ -15,5 +17,14 @@ namespace npuflow::ort {
 Status fused_input_names(const OrtNode* node, std::vector<std::string>& names);
 // The position of `name` among them.
 std::optional<size_t> index_of(const std::vector<std::string>& names, const std::string& name);
+
+// A fused node input at run time: its type, shape and data (borrowed from ONNX Runtime).
+struct TypedInput {
+  ElementType type = ElementType::kUnknown;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+};
+// Input `index` of the kernel context; `what` names it in the error when it is missing.
+Result<TypedInput> read_input(OrtKernelContext* context, size_t index, const char* what);
 
 }  // namespace npuflow::ort

@@ -4,46 +4,20 @@
 
 #include "core/strings.h"
 #include "graph/graph_view.h"
+#include "ort/fused_node_inputs.h"
 
 namespace npuflow::ort {
 namespace {
 
-struct TensorInfo {
-  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  std::vector<int64_t> dims;
-};
-
-Result<TensorInfo> describe(const OrtValue* value) {
-  const OrtApi& ort = *api().ort;
-  OrtTensorTypeAndShapeInfo* info = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
-  TensorInfo out;
-  size_t rank = 0;
-  OrtStatus* status = ort.GetTensorElementType(info, &out.type);
-  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
-  out.dims.resize(rank);
-  if (status == nullptr) status = ort.GetDimensions(info, out.dims.data(), rank);
-  ort.ReleaseTensorTypeAndShapeInfo(info);
-  NPUFLOW_ORT_CHECK(status);
-  return out;
-}
-
 // A one-element runtime input (a DynamicQuantizeLinear's scale or zero point).
-Result<const void*> scalar_input(OrtKernelContext* context, int64_t index,
-                                 ONNXTensorElementDataType type) {
-  const OrtApi& ort = *api().ort;
-  const OrtValue* value = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, static_cast<size_t>(index), &value));
-  if (value == nullptr) return invalid_argument("a scale or zero point input is missing");
-  auto info = describe(value);
-  if (!info.is_ok()) return info.status();
-  if (info.value().type != type || element_count(info.value().dims) != 1) {
+Result<const void*> scalar_input(OrtKernelContext* context, int64_t index, ElementType type) {
+  auto in = read_input(context, static_cast<size_t>(index), "scale or zero point");
+  if (!in.is_ok()) return in.status();
+  if (in.value().type != type || element_count(in.value().shape) != 1) {
     return invalid_argument(
-        str_cat("a scale or zero point input has shape ", shape_string(info.value().dims)));
+        str_cat("a scale or zero point input has shape ", shape_string(in.value().shape)));
   }
-  const void* data = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorData(value, &data));
-  return data;
+  return in.value().data;
 }
 
 }  // namespace
@@ -73,17 +47,14 @@ Status IntegerNodeCompute::run_kernel(const IntegerMatMul& kernel, const void* a
 Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
   const IntegerMatMulSpec& spec = kernel_->spec();
-  const OrtValue* input = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, binding_.activation_input, &input));
-  if (input == nullptr) return invalid_argument("the fused integer MatMul received no activation");
-  auto info = describe(input);
-  if (!info.is_ok()) return info.status();
-  std::vector<int64_t> dims = info.value().dims;
-  const ONNXTensorElementDataType expected =
-      binding_.quantize_inside                          ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
-      : binding_.activation_type == ElementType::kUInt8 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8
-                                                        : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-  if (info.value().type != expected) {
+  auto input = read_input(context, binding_.activation_input, "activation");
+  if (!input.is_ok()) return input.status();
+  std::vector<int64_t> dims = input.value().shape;
+  const ElementType expected = binding_.quantize_inside ? ElementType::kFloat32
+                               : binding_.activation_type == ElementType::kUInt8
+                                   ? ElementType::kUInt8
+                                   : ElementType::kInt8;
+  if (input.value().type != expected) {
     return invalid_argument("the activation of a fused integer MatMul has an unexpected type");
   }
   if (dims.empty() || dims.back() != spec.k) {
@@ -97,17 +68,14 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   int32_t zero_point = binding_.zero_point;
   float scale = 1.0f;
   if (binding_.zero_point_input >= 0) {
-    const ONNXTensorElementDataType zp_type = binding_.activation_type == ElementType::kUInt8
-                                                  ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8
-                                                  : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-    auto zp = scalar_input(context, binding_.zero_point_input, zp_type);
+    auto zp = scalar_input(context, binding_.zero_point_input, binding_.activation_type);
     if (!zp.is_ok()) return zp.status();
     zero_point = binding_.activation_type == ElementType::kUInt8
                      ? *static_cast<const uint8_t*>(zp.value())
                      : *static_cast<const int8_t*>(zp.value());
   }
   if (binding_.scale_input >= 0) {
-    auto s = scalar_input(context, binding_.scale_input, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+    auto s = scalar_input(context, binding_.scale_input, ElementType::kFloat32);
     if (!s.is_ok()) return s.status();
     scale = *static_cast<const float*>(s.value());
   }
@@ -117,8 +85,7 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   if (m == 0) return Status::ok();
   void* out = nullptr;
   NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
-  const void* a = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
+  const void* a = input.value().data;
   const ExecContext exec = exec_context(context);
   if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||
       !kernel_->on_device() || m < binding_.min_rows) {

@@ -12,6 +12,7 @@
 #include "graph/encoder_matcher.h"
 #include "graph/gemm_census.h"
 #include "graph/integer_matmul_matcher.h"
+#include "graph/program_matcher.h"
 #include "graph/qdq_matcher.h"
 #include "host/host_device.h"
 #include "ort/ep_totals.h"
@@ -247,6 +248,19 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     for (const EncoderExitRef& exit : claim.encoder.exits)
       encoders_by_exit_[exit.value] = claim.encoder;
   }
+  if (knobs_.flag("program_ops")) {
+    std::set<NodeId> taken = qdq_nodes;
+    for (const Claim& claim : encoders.claims) taken.insert(claim.nodes.begin(), claim.nodes.end());
+    for (const Claim& claim : match_program_ops(snap.view, taken)) {
+      std::vector<const OrtNode*> nodes;
+      for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
+      NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(),
+                                                                    nodes.size(), &fusion));
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const std::string& output : claim.program.output_names)
+        programs_by_output_[output] = claim.program;
+    }
+  }
   const bool saw_encoders = encoders.candidates > 0 || !encoders.claims.empty();
   if (saw_encoders) {
     for (const std::string& line : summarize_claims(snap.view.name, encoders, "vision encoders"))
@@ -307,18 +321,24 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   if (!snapshot.is_ok()) return snapshot.status();
   const GraphView& view = snapshot.value().view;
 
-  // A vision encoder: one of its exits is an output of the fused subgraph.
-  std::optional<VisionEncoderClaim> encoder;
-  {
+  // A claim recorded by the name of a value it computes: the first such value of the fused
+  // subgraph (not one it merely reads) finds it.
+  auto claimed_by = [&](const auto& by_value) {
+    std::optional<typename std::decay_t<decltype(by_value)>::mapped_type> found;
     std::lock_guard<std::mutex> lock(mutex_);
     for (const ValueInfo& value : view.values) {
-      auto it = encoders_by_exit_.find(value.name);
-      if (it == encoders_by_exit_.end() || value.producer == kNoNode) continue;
-      encoder = it->second;
+      auto it = by_value.find(value.name);
+      if (it == by_value.end() || value.producer == kNoNode) continue;
+      found = it->second;
       break;
     }
-  }
-  if (encoder) return compile_encoder(view, *encoder, fused_node, out);
+    return found;
+  };
+  // A vision encoder: one of its exits is an output of the fused subgraph.
+  if (auto encoder = claimed_by(encoders_by_exit_))
+    return compile_encoder(view, *encoder, fused_node, out);
+  auto program = claimed_by(programs_by_output_);
+  if (program) return compile_program(view, *program, fused_node, out);
 
   // An integer MatMul group: its MatMulInteger's output is in the fused subgraph.
   std::optional<IntegerMatMulClaim> integer;

@@ -34,6 +34,8 @@ class NpuflowEp : public OrtEp {
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
   Status compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  Status compile_program(const GraphView& view, const TensorProgram& program,
+                         const OrtNode* fused_node, OrtNodeComputeInfo** out);
   Status compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
   void write_report(const std::string& json_line) const;
@@ -56,6 +58,7 @@ class NpuflowEp : public OrtEp {
   std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
   std::map<std::string, IntegerMatMulClaim> integer_claims_by_output_;
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
+  std::map<std::string, TensorProgram> programs_by_output_;  // the program_ops test knob
   struct Totals;
   std::unique_ptr<Totals> totals_;
 };

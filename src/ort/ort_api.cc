@@ -104,4 +104,46 @@ Logger make_ort_logger(LogLevel threshold, const OrtLogger* ort_logger) {
   });
 }
 
+ElementType element_type_of(ONNXTensorElementDataType type) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      return ElementType::kFloat32;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      return ElementType::kFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+      return ElementType::kInt64;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+      return ElementType::kInt32;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      return ElementType::kInt8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+      return ElementType::kUInt8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
+      return ElementType::kBool;
+    default:
+      return ElementType::kUnknown;
+  }
+}
+
+ONNXTensorElementDataType onnx_type_of(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    case ElementType::kFloat16:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+    case ElementType::kInt64:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    case ElementType::kInt32:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+    case ElementType::kInt8:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+    case ElementType::kUInt8:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case ElementType::kBool:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+    default:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
+}
+
 }  // namespace npuflow::ort

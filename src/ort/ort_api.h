@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "core/element_type.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -44,6 +45,10 @@ OrtStatus* guarded(Body&& body) noexcept {
     return to_ort_status(internal_error("unknown exception"));
   }
 }
+
+// ONNX Runtime's element types as npuflow's (kUnknown for the others), and back.
+ElementType element_type_of(ONNXTensorElementDataType type);
+ONNXTensorElementDataType onnx_type_of(ElementType type);
 
 // A Logger whose sink is an ONNX Runtime logger.
 Logger make_ort_logger(LogLevel threshold, const OrtLogger* ort_logger);

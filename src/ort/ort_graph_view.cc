@@ -7,25 +7,6 @@
 namespace npuflow::ort {
 namespace {
 
-ElementType from_onnx(ONNXTensorElementDataType type) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
-      return ElementType::kInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
-      return ElementType::kUInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
-      return ElementType::kInt32;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
-      return ElementType::kInt64;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
-      return ElementType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
-      return ElementType::kFloat32;
-    default:
-      return ElementType::kUnknown;
-  }
-}
-
 class Builder {
  public:
   explicit Builder(OrtGraphSnapshot& out) : out_(out), ort_(*api().ort) {}
@@ -49,7 +30,7 @@ class Builder {
     if (tensor != nullptr) {
       ONNXTensorElementDataType element = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
       NPUFLOW_ORT_CHECK(ort_.GetTensorElementType(tensor, &element));
-      value.type = from_onnx(element);
+      value.type = element_type_of(element);
       size_t rank = 0;
       NPUFLOW_ORT_CHECK(ort_.GetDimensionsCount(tensor, &rank));
       value.shape.resize(rank);
@@ -161,8 +142,39 @@ class Builder {
       NPUFLOW_ORT_CHECK(ort_.ReadOpAttr(attr, type, text.data(), text.size(), &written));
       text.resize(written);
       value.text = text;
+    } else if (type == ORT_OP_ATTR_TENSOR) {
+      NPUFLOW_RETURN_IF_ERROR(tensor_attribute(attr, value));
     }
     info.attributes.emplace_back(name, std::move(value));
+    return Status::ok();
+  }
+
+  // Small tensor attributes are copied (a larger one is left unset: no matcher reads it).
+  Status tensor_attribute(const OrtOpAttr* attr, Attribute& value) {
+    constexpr size_t kMaxBytes = 4096;
+    OrtValue* tensor = nullptr;
+    NPUFLOW_ORT_CHECK(ort_.OpAttr_GetTensorAttributeAsOrtValue(attr, &tensor));
+    if (tensor == nullptr) return Status::ok();
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    OrtStatus* status = ort_.GetTensorTypeAndShape(tensor, &info);
+    AttributeTensor t;
+    ONNXTensorElementDataType element = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    size_t rank = 0;
+    if (status == nullptr) status = ort_.GetTensorElementType(info, &element);
+    if (status == nullptr) status = ort_.GetDimensionsCount(info, &rank);
+    t.shape.resize(rank);
+    if (status == nullptr && rank) status = ort_.GetDimensions(info, t.shape.data(), rank);
+    if (info) ort_.ReleaseTensorTypeAndShapeInfo(info);
+    t.type = element_type_of(element);
+    const void* data = nullptr;
+    if (status == nullptr) status = ort_.GetTensorData(tensor, &data);
+    const size_t bytes = static_cast<size_t>(element_count(t.shape)) * element_size(t.type);
+    if (status == nullptr && t.type != ElementType::kUnknown && bytes <= kMaxBytes) {
+      t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+      value.tensor = std::move(t);
+    }
+    ort_.ReleaseValue(tensor);
+    NPUFLOW_ORT_CHECK(status);
     return Status::ok();
   }
 

@@ -3,24 +3,9 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "ort/fused_node_inputs.h"
 
 namespace npuflow::ort {
-namespace {
-
-ElementType from_onnx_8bit_or_float(ONNXTensorElementDataType type) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
-      return ElementType::kInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
-      return ElementType::kUInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
-      return ElementType::kFloat32;
-    default:
-      return ElementType::kUnknown;
-  }
-}
-
-}  // namespace
 
 QdqNodeCompute::QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeBinding binding)
     : kernel_(std::move(kernel)), binding_(binding) {}
@@ -46,21 +31,11 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   const OrtApi& ort = *api().ort;
   const QdqGemmSpec& spec = kernel_->spec();
 
-  const OrtValue* input = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetInput(context, binding_.activation_input, &input));
-  if (input == nullptr) return invalid_argument("the fused QDQ MatMul received no activation");
-  OrtTensorTypeAndShapeInfo* info = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(input, &info));
-  ONNXTensorElementDataType onnx_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  size_t rank = 0;
-  OrtStatus* status = ort.GetTensorElementType(info, &onnx_type);
-  if (status == nullptr) status = ort.GetDimensionsCount(info, &rank);
-  std::vector<int64_t> dims(rank);
-  if (status == nullptr) status = ort.GetDimensions(info, dims.data(), rank);
-  ort.ReleaseTensorTypeAndShapeInfo(info);
-  NPUFLOW_ORT_CHECK(status);
-
-  const ElementType type = from_onnx_8bit_or_float(onnx_type);
+  auto input = read_input(context, binding_.activation_input, "activation");
+  if (!input.is_ok()) return input.status();
+  std::vector<int64_t> dims = input.value().shape;
+  const size_t rank = dims.size();
+  const ElementType type = input.value().type;
   const ElementType expected =
       binding_.activation_dequantized ? ElementType::kFloat32 : binding_.activation_type;
   if (type != expected) {
@@ -82,8 +57,7 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   if (output == nullptr || m == 0) return Status::ok();
   void* out = nullptr;
   NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
-  const void* a = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorData(input, &a));
+  const void* a = input.value().data;
   // Lend the session's intra-op thread pool to the device.
   const ExecContext exec = exec_context(context);
   if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||

@@ -378,7 +378,7 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
     ValueId mask = g.floats({1, 1, 1, t}, std::vector<float>(t, s.constant_mask_value));
     if (s.constant_mask_where) {  // Where(all-true bool constant, mask, -1e9): picks the mask
       const ValueId all_true =
-          g.constant<uint8_t>({1, 1, 1, t}, ElementType::kUnknown, std::vector<uint8_t>(t, 1));
+          g.constant<uint8_t>({1, 1, 1, t}, ElementType::kBool, std::vector<uint8_t>(t, 1));
       mask = g.op("Where", {all_true, mask, g.scalar(-1e9f)}, {1, 1, 1, t});
     }
     scores = g.op("Add", {scores, mask}, scores_shape);

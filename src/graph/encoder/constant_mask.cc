@@ -8,12 +8,12 @@
 namespace npuflow::encoder {
 namespace {
 
-// A constant boolean tensor (ONNX bool: one byte per element, no ElementType of its own):
+// A constant boolean tensor (ONNX bool: one byte per element):
 // 1 all true, 0 all false, -1 mixed or not such a constant.
 int bool_constant(const GraphView& g, ValueId v) {
   if (!g.is_constant(v)) return -1;
   const ValueInfo& info = g.value(v);
-  if (info.type != ElementType::kUnknown || !info.has_shape ||
+  if (info.type != ElementType::kBool || !info.has_shape ||
       static_cast<int64_t>(info.constant->bytes) != element_count(info.shape) ||
       info.constant->bytes == 0)
     return -1;

@@ -114,6 +114,15 @@ struct Stack {
   std::map<ValueId, std::pair<int, NormRef>> norm1_outputs;
 };
 
+// A text encoder's embedding: the sum of its lookups (`sum`), the LayerNorm of it that starts the
+// stream (`stream`), and that norm's nodes.
+struct TextEmbedding {
+  ValueId sum = kNoValue;
+  ValueId stream = kNoValue;
+  Norm norm;
+  Used used;
+};
+
 class Matcher : public CanonicalGraph {
  public:
   Matcher(const GraphView& graph, const EncoderMatcherOptions& options)
@@ -128,6 +137,12 @@ class Matcher : public CanonicalGraph {
   // LayerNorm's output on, with a padding mask; the embedding itself stays on the CPU EP.
   std::optional<Claim> run_text(NodeId gather, Fail& why);
   std::optional<ValueId> text_stream(NodeId gather, Fail& why) const;
+  std::optional<TextEmbedding> text_embedding(NodeId gather, Fail& why) const;
+  // Takes the embedding, its LayerNorm and the mask arithmetic into the claim as a tensor program
+  // (text.cc): true when the claim is then whole from the ids on; else the claim is unchanged and
+  // its note says what stopped it.
+  bool take_in_embedding(const TextEmbedding& text, const Stack& s, std::set<NodeId>& claimed,
+                         VisionEncoderClaim& enc) const;
   // Register tokens: a token-axis Concat of the `embedded` tokens [0, P), R constant rows and
   // tokens [P, T). Advances `embedded` past it; true with nothing found when there is none.
   bool registers(ValueId& embedded, int64_t hidden, VisionEncoderClaim& enc, Used& used,
@@ -182,6 +197,14 @@ class Matcher : public CanonicalGraph {
   // are runtime values.
   std::optional<std::pair<std::vector<float>, std::vector<float>>> canonical_tables(
       const Chain::Rope& rope) const;
+  // `table` as the layout chain from `origin` makes it, then transposed by `perm` (rank-aligned),
+  // replayed on an index tensor of origin's shape (unknown dims `probe`).
+  std::optional<IndexTensor> laid_out_from(ValueId table, ValueId origin,
+                                           const std::vector<int64_t>& perm, int64_t probe) const;
+  // Two runtime tables are layouts of one value with the same elements in the same places once
+  // each is laid out by its own perm.
+  bool same_runtime_table(ValueId q, const std::vector<int64_t>& q_perm, ValueId k,
+                          const std::vector<int64_t>& k_perm) const;
   // q's and k's rotations use the same tables (one value, or equal constants once laid out).
   bool same_rotary(const Chain::Rope& q, const Chain::Rope& k, Fail& why) const;
   // A constant rotary table laid out as [.., T, head_dim] (through `perm`, when set).

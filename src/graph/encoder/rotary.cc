@@ -180,6 +180,9 @@ bool Matcher::rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens
         rope.cos = canonical_tables[0];
         rope.sin = canonical_tables[1];
         rope.table_perm.clear();
+      } else {
+        // Else the plan lays the runtime tables out itself at each run (they are small).
+        ok = true;
       }
     }
   }
@@ -209,7 +212,17 @@ bool Matcher::rotary_fits(Chain& chain, int64_t heads, int64_t d, int64_t tokens
   // The tables broadcast over [B|1, 1, T, dh]: no per-head tables, no other width.
   for (ValueId table : {rope.cos, rope.sin}) {
     std::optional<std::vector<int64_t>> dims;
-    if (!rope.table_perm.empty()) {
+    if (!rope.table_perm.empty() && !float_constant(table)) {
+      // A runtime table laid out at each run: its inferred dims, permuted alike.
+      auto shape = static_shape(table);
+      if (!shape) continue;  // checked against the runtime shape by the plan
+      std::vector<int64_t> full(
+          rope.table_perm.size() - std::min(rope.table_perm.size(), shape->size()), 1);
+      full.insert(full.end(), shape->begin(), shape->end());
+      if (full.size() != rope.table_perm.size()) continue;
+      dims.emplace();
+      for (int64_t axis : rope.table_perm) dims->push_back(full[static_cast<size_t>(axis)]);
+    } else if (!rope.table_perm.empty()) {
       auto laid_out = rotary_table(table, rope.table_perm);
       if (laid_out) dims = laid_out->second;
     } else {
@@ -251,8 +264,68 @@ std::optional<std::pair<std::vector<float>, std::vector<float>>> Matcher::canoni
   return std::pair{std::move(cos->first), std::move(sin->first)};
 }
 
+std::optional<IndexTensor> Matcher::laid_out_from(ValueId table, ValueId origin,
+                                                  const std::vector<int64_t>& perm,
+                                                  int64_t probe) const {
+  std::vector<NodeId> chain;  // backward, from the table to the origin
+  for (ValueId v = table; v != origin;) {
+    const NodeId p = producer(v);
+    if (p == kNoNode ||
+        !(is(p, "Transpose") || is(p, "Unsqueeze") || is(p, "Squeeze") || is(p, "Reshape") ||
+          is(p, "Identity") || is_noop_cast(p)) ||
+        chain.size() > 16)
+      return std::nullopt;
+    chain.push_back(p);
+    v = g_.node(p).input(0);
+  }
+  auto dims = static_shape(origin);
+  if (!dims) return std::nullopt;
+  for (int64_t& d : *dims)
+    if (d < 0) d = probe;
+  IndexTensor t = IndexTensor::iota(*dims);
+  ShapeEnv env;
+  if (!replay(t, std::vector<NodeId>(chain.rbegin(), chain.rend()), 0, &env)) return std::nullopt;
+  if (perm.empty()) return t;
+  if (t.shape.size() > perm.size()) return std::nullopt;
+  t.shape.insert(t.shape.begin(), perm.size() - t.shape.size(), 1);
+  if (!t.transpose(perm)) return std::nullopt;
+  return t;
+}
+
+bool Matcher::same_runtime_table(ValueId q, const std::vector<int64_t>& q_perm, ValueId k,
+                                 const std::vector<int64_t>& k_perm) const {
+  // The value both are layouts of: the first of q's layout ancestors that k also reaches.
+  std::set<ValueId> q_line;
+  for (ValueId v = q; v != kNoValue;) {
+    q_line.insert(v);
+    const NodeId p = producer(v);
+    if (p == kNoNode || !(is(p, "Transpose") || is(p, "Unsqueeze") || is(p, "Squeeze") ||
+                          is(p, "Reshape") || is(p, "Identity") || is_noop_cast(p)))
+      break;
+    v = g_.node(p).input(0);
+  }
+  ValueId origin = k;
+  while (origin != kNoValue && !q_line.count(origin)) {
+    const NodeId p = producer(origin);
+    origin = p == kNoNode ? kNoValue : g_.node(p).input(0);
+  }
+  if (origin == kNoValue) return false;
+  // Two probe sizes for the unknown dims, so that a batch and a token axis cannot be confused.
+  for (int64_t probe : {5, 7}) {
+    auto a = laid_out_from(q, origin, q_perm, probe), b = laid_out_from(k, origin, k_perm, probe);
+    if (!a || !b || a->shape != b->shape || a->data != b->data) return false;
+  }
+  return true;
+}
+
 bool Matcher::same_rotary(const Chain::Rope& q, const Chain::Rope& k, Fail& why) const {
   if (!q.probed && !k.probed && q.cos == k.cos && q.sin == k.sin && q.table_perm == k.table_perm)
+    return true;
+  // Runtime tables: layouts of the same values that, each laid out by its own perm, put every
+  // element in the same place (proven by replaying both layout chains on one index tensor).
+  if (!q.probed && !k.probed && !float_constant(q.cos) && !float_constant(k.cos) &&
+      same_runtime_table(q.cos, q.table_perm, k.cos, k.table_perm) &&
+      same_runtime_table(q.sin, q.table_perm, k.sin, k.table_perm))
     return true;
   // Equal constants once laid out (ORT may store a transposed copy for one of them).
   auto a = canonical_tables(q), b = canonical_tables(k);
