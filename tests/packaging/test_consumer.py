@@ -4,6 +4,8 @@ ONNX Runtime's C++ API that registers the installed EP, and runs it on an encode
 (no CPU EP fallback) and a QDQ model."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -38,7 +40,7 @@ def run_consumer(binary: Path, *args: str) -> str:
     return run.stdout
 
 
-def test_installed_package_layout():
+def test_installed_package_layout(outside_models):
     for relative in ("bin/npuflow", "lib/libonnxruntime_npuflow.so", "lib/libggml-npuflow.so",
                      "include/npuflow/npuflow.h", "include/npuflow/version.h",
                      "include/npuflow/ggml-npuflow.h", "lib/cmake/npuflow/npuflowConfig.cmake",
@@ -47,10 +49,18 @@ def test_installed_package_layout():
         assert (STAGE / relative).exists(), relative
     version_header = (STAGE / "include/npuflow/version.h").read_text()
     assert f'#define NPUFLOW_VERSION "{VERSION}"' in version_header
-    # The installed CLI, relocated, still finds its EP beside it.
-    out = subprocess.run([str(STAGE / "bin" / "npuflow"), "--version"], capture_output=True,
-                         text=True, check=True).stdout
-    assert out.startswith(f"npuflow {VERSION} ")
+    # The installed CLI runs from the prefix and finds the installed EP beside it (lib/); the
+    # ONNX Runtime is the caller's, named by NPUFLOW_ORT_LIBRARY.
+    cli = str(STAGE / "bin" / "npuflow")
+    runtime = {**os.environ,
+               "NPUFLOW_ORT_LIBRARY": str(ORT_SDK.resolve() / "lib" / "libonnxruntime.so.1")}
+    out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True,
+                         env=runtime).stdout
+    assert out.startswith(f"npuflow {VERSION} (ONNX Runtime 1.")
+    graphs = json.loads(subprocess.run(
+        [cli, "explain", str(outside_models["encoder"]), "--json", "--knob", "claim=all"],
+        capture_output=True, text=True, check=True, env=runtime).stdout)
+    assert [g for g in graphs if g["matcher"] == "vision"][0]["claims"], graphs
 
 
 def test_version_file_refuses_another_minor(tmp_path):
