@@ -4,6 +4,7 @@
 #include <onnxruntime_cxx_api.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 
 #include "core/strings.h"
@@ -29,7 +30,16 @@ const OrtApiBase* api_base_of(void* library, const std::string& name) {
 void load_onnxruntime() {
   if (g_base != nullptr) return;
   const char* configured = std::getenv("NPUFLOW_ORT_LIBRARY");
-  const std::string name = configured && *configured ? configured : "libonnxruntime.so.1";
+  std::string name = configured && *configured ? configured : "libonnxruntime.so.1";
+  // Beside the binary first, by absolute path: lib/ of the build tree (a link to the SDK), of an
+  // install prefix or of the board tarball. A run path alone is not enough: under a sanitizer's
+  // dlopen interceptor the caller whose run path counts is the sanitizer runtime.
+  if (!configured || !*configured) {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+    const auto beside = exe.parent_path().parent_path() / "lib" / name;
+    if (!error && std::filesystem::exists(beside, error)) name = beside.string();
+  }
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     throw std::runtime_error(str_cat(

@@ -8,9 +8,10 @@
 
 namespace npuflow::cli {
 
-// Loads ONNX Runtime (NPUFLOW_ORT_LIBRARY if set, else libonnxruntime.so.1 through the binary's
-// run path and the system's search path) and points the C++ API at the highest API version it
-// offers, down to the EP's floor. Throws std::runtime_error saying what was tried. Idempotent.
+// Loads ONNX Runtime (NPUFLOW_ORT_LIBRARY if set; else lib/libonnxruntime.so.1 beside the
+// binary's bin/, else libonnxruntime.so.1 through the run path and the system's search path) and
+// points the C++ API at the highest API version it offers, down to the EP's floor. Throws
+// std::runtime_error saying what was tried. Idempotent.
 void load_onnxruntime();
 
 // The loaded runtime's version string ("1.31.1"); load_onnxruntime() must have succeeded.
