@@ -85,7 +85,11 @@ build-tsan: setup $(TSAN_DIR)/build.ninja
 test-tsan: build-tsan
 	tests/tsan/run.sh $(TSAN_DIR) $(TSAN_RUNS)
 
-test: test-unit test-asan test-python test-python-asan test-fuzz test-fuzz-bytes test-tsan
+test: test-unit test-asan test-python test-python-asan test-fuzz test-fuzz-bytes test-tsan \
+      test-packaging
+
+include mk/packaging.mk
+include mk/cross.mk
 
 $(DEMO_MODEL): build tools/qdq_models.py
 	@mkdir -p $(dir $(DEMO_MODEL))
@@ -121,7 +125,7 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) $(CROSS_DIR) dist
 
 # Vision-encoder fixtures (issue #5): exported from `transformers` classes with random weights in a
 # separate cached venv (~/.cache/npuflow/fixtures-venv-<key>, PyTorch from PyPI: large). The small

@@ -88,11 +88,23 @@ void print_graph(const JsonValue& graph) {
 int explain_command(const std::vector<std::string>& args) {
   SessionConfig config;
   std::string ep_library = default_ep_library();
+  bool json = false;
   const int usage = parse_model_command(
-      "explain", "explain MODEL.onnx [--opt disable|basic|extended|all]", args, config, ep_library);
+      "explain", "explain MODEL.onnx [--json] [--opt disable|basic|extended|all] [--knob K=V]",
+      args, config, ep_library, [&](size_t& i) {
+        if (args[i] != "--json") return false;
+        json = true;
+        return true;
+      });
   if (usage >= 0) return usage;
   OrtHarness harness(ep_library);
-  return explain_report(config, claim_report(harness, config, "explain"));
+  if (!json) return explain_report(config, claim_report(harness, config, "explain"));
+  // The EP's own records, one per graph it was offered, as a JSON array (what the Python
+  // package's npuflow.explain() returns); each is checked to parse first.
+  const std::vector<std::string> lines = claim_report_lines(harness, config, "explain");
+  parse_report(lines);
+  std::printf("[%s]\n", join(lines, ",\n").c_str());
+  return 0;
 }
 
 int explain_report(const SessionConfig& config, const std::vector<JsonValue>& graphs) {

@@ -1,7 +1,5 @@
 // npuflow: the command-line front end. `explain` and `demo` drive a real ONNX Runtime session
 // with the npuflow EP loaded; `knobs` prints the knob table.
-#include <onnxruntime_cxx_api.h>
-
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -9,20 +7,26 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/ort_runtime.h"
 #include "core/knobs.h"
+#include "npuflow/version.h"
 
 namespace {
 
 void print_usage() {
   std::printf(
       "usage: npuflow COMMAND [ARGS]\n"
-      "  explain MODEL.onnx [--opt LEVEL]   groups the EP claims and why it refuses the rest\n"
+      "  explain MODEL.onnx [--json] [--opt LEVEL]\n"
+      "                                    groups the EP claims and why it refuses the rest\n"
       "  demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL]\n"
       "                                    CPU EP vs npuflow: claims, worst LSB, speed ratio\n"
       "  plan MODEL.onnx [--rows N] [--json] [--plot OUT.png]\n"
       "                                    projected RK3588 time per claimed subgraph (simulator)\n"
       "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
-      "  version                            npuflow and ONNX Runtime versions\n");
+      "  version, --version                 npuflow and ONNX Runtime versions\n"
+      "Every MODEL command also takes --knob NAME=VALUE (an npuflow knob, repeatable) and\n"
+      "--ep-library PATH. ONNX Runtime is loaded at run time: NPUFLOW_ORT_LIBRARY, else\n"
+      "libonnxruntime.so.1 beside the binary or on the library path.\n");
 }
 
 const char* kind_name(npuflow::KnobKind kind) {
@@ -65,6 +69,19 @@ int knobs_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+// npuflow's version even where no ONNX Runtime can be loaded; the runtime's when it can.
+int version_command() {
+  std::string runtime;
+  try {
+    npuflow::cli::load_onnxruntime();
+    runtime = "ONNX Runtime " + npuflow::cli::onnxruntime_version();
+  } catch (const std::exception& e) {
+    runtime = std::string("no ONNX Runtime: ") + e.what();
+  }
+  std::printf("npuflow %s (%s)\n", NPUFLOW_VERSION, runtime.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,13 +92,13 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
-    if (command == "explain") return npuflow::cli::explain_command(args);
-    if (command == "demo") return npuflow::cli::demo_command(args);
-    if (command == "plan") return npuflow::cli::plan_command(args);
     if (command == "knobs") return knobs_command(args);
-    if (command == "version") {
-      std::printf("npuflow 0.1.0 (ONNX Runtime %s)\n", Ort::GetVersionString().c_str());
-      return 0;
+    if (command == "version" || command == "--version") return version_command();
+    if (command == "explain" || command == "demo" || command == "plan") {
+      npuflow::cli::load_onnxruntime();
+      if (command == "explain") return npuflow::cli::explain_command(args);
+      if (command == "demo") return npuflow::cli::demo_command(args);
+      return npuflow::cli::plan_command(args);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "npuflow %s: %s\n", command.c_str(), e.what());

@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/knobs.h"
 #include "core/strings.h"
 
 namespace npuflow::cli {
@@ -34,6 +35,16 @@ Ort::SessionOptions base_options(const SessionConfig& config) {
   options.SetGraphOptimizationLevel(config.optimization);
   if (config.intra_op_threads > 0) options.SetIntraOpNumThreads(config.intra_op_threads);
   return options;
+}
+
+// A report file holds one JSON document per non-empty line.
+std::vector<std::string> non_empty_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
 }
 }  // namespace
 
@@ -127,6 +138,21 @@ int parse_model_command(const char* command, const char* usage,
       }
     } else if (args[i] == "--ep-library" && has_value) {
       ep_library = args[++i];
+    } else if (args[i] == "--knob" && has_value) {
+      const std::string& setting = args[++i];
+      const size_t equals = setting.find('=');
+      if (equals == 0 || equals == std::string::npos) {
+        std::fprintf(stderr, "npuflow %s: --knob takes NAME=VALUE (npuflow knobs lists them)\n",
+                     command);
+        return 2;
+      }
+      const std::string name = setting.substr(0, equals);
+      if (find_knob(name) == nullptr) {
+        std::fprintf(stderr, "npuflow %s: --knob %s: no such knob (npuflow knobs lists them)\n",
+                     command, name.c_str());
+        return 2;
+      }
+      config.provider_options[name] = setting.substr(equals + 1);
     } else if (own_flag && own_flag(i)) {
       continue;
     } else if (config.model_path.empty() && args[i].rfind("--", 0) != 0) {
@@ -147,15 +173,20 @@ int parse_model_command(const char* command, const char* usage,
   return -1;
 }
 
-std::vector<JsonValue> claim_report(OrtHarness& harness, SessionConfig config,
-                                    const std::string& stem) {
+std::vector<std::string> claim_report_lines(OrtHarness& harness, SessionConfig config,
+                                            const std::string& stem) {
   const std::string report = temporary_path(stem);
   std::filesystem::remove(report);
   config.provider_options["report"] = report;
   { Ort::Session session = harness.npuflow_session(config); }
-  std::vector<JsonValue> graphs = read_report(report);
+  std::vector<std::string> lines = non_empty_lines(report);
   std::filesystem::remove(report);
-  return graphs;
+  return lines;
+}
+
+std::vector<JsonValue> claim_report(OrtHarness& harness, SessionConfig config,
+                                    const std::string& stem) {
+  return parse_report(claim_report_lines(harness, std::move(config), stem));
 }
 
 std::string default_ep_library() {
@@ -193,11 +224,12 @@ const char* optimization_level_name(GraphOptimizationLevel level) {
 }
 
 std::vector<JsonValue> read_report(const std::string& path) {
+  return parse_report(non_empty_lines(path));
+}
+
+std::vector<JsonValue> parse_report(const std::vector<std::string>& lines) {
   std::vector<JsonValue> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
+  for (const std::string& line : lines) {
     auto parsed = JsonValue::parse(line);
     if (!parsed.is_ok()) throw std::runtime_error(parsed.status().to_string());
     out.push_back(std::move(parsed).value());

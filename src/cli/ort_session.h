@@ -46,7 +46,8 @@ std::vector<Ort::Value> run(Ort::Session& session, InputSet& inputs,
                             const std::vector<std::string>& outputs);
 double median(std::vector<double> values);
 
-// The command line every command shares: MODEL.onnx, --opt LEVEL and --ep-library PATH; a
+// The command line every command shares: MODEL.onnx, --opt LEVEL, --ep-library PATH and
+// --knob NAME=VALUE (a provider option, repeatable); a
 // command's own flags go to `own_flag`, which returns true when it consumed args[i] (advancing
 // i past a value it took). Returns -1 to go on, or the exit code of a usage error or a missing
 // model, already reported on stderr.
@@ -56,7 +57,10 @@ int parse_model_command(const char* command, const char* usage,
                         const std::function<bool(size_t& i)>& own_flag = nullptr);
 
 // Creates (and drops) an npuflow session over config's model with the `report` knob pointed at a
-// temporary file, and returns the EP's claim records.
+// temporary file, and returns the EP's claim records: as written (one JSON object per graph) or
+// parsed.
+std::vector<std::string> claim_report_lines(OrtHarness& harness, SessionConfig config,
+                                            const std::string& stem);
 std::vector<JsonValue> claim_report(OrtHarness& harness, SessionConfig config,
                                     const std::string& stem);
 
@@ -67,6 +71,8 @@ const char* optimization_level_name(GraphOptimizationLevel level);
 
 // The JSON lines the EP appended to a report file, one per graph it was offered.
 std::vector<JsonValue> read_report(const std::string& path);
+// The same lines parsed; throws on one that is not JSON.
+std::vector<JsonValue> parse_report(const std::vector<std::string>& lines);
 std::string temporary_path(const std::string& stem);
 
 }  // namespace npuflow::cli

@@ -20,6 +20,7 @@
 #include "ggml/ggml_fault.h"
 #include "ggml/ggml_guard.h"
 #include "ggml/ggml_matmul.h"
+#include "npuflow/version.h"
 #include "route/device_selection.h"
 
 namespace npuflow::ggml {
@@ -348,7 +349,7 @@ RegContext* create_reg_context() {
   ctx->device = std::move(device.value().device);
   ctx->routing.min_m = ctx->knobs.integer("min_m");
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
-  ctx->description = str_cat("npuflow on ", ctx->device->description());
+  ctx->description = str_cat("npuflow ", NPUFLOW_VERSION, " on ", ctx->device->description());
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
   ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description,
                            "; MUL_MAT offload from M>=", ctx->routing.min_m,

@@ -12,11 +12,12 @@
 #include "core/log.h"
 #include "device/device.h"
 #include "graph/claim.h"
+#include "npuflow/npuflow.h"
 #include "ort/ort_api.h"
 
 namespace npuflow::ort {
 
-constexpr const char* kEpName = "NpuflowExecutionProvider";
+constexpr const char* kEpName = NPUFLOW_EP_NAME;
 
 class NpuflowEp : public OrtEp {
  public:

@@ -4,12 +4,13 @@
 
 #include <string>
 
+#include "npuflow/version.h"
 #include "ort/ort_api.h"
 
 namespace npuflow::ort {
 
 constexpr const char* kEpVendor = "npuflow";
-constexpr const char* kEpVersion = "0.1.0";
+constexpr const char* kEpVersion = NPUFLOW_VERSION;  // ep_metadata "version" of every OrtEpDevice
 
 class NpuflowEpFactory : public OrtEpFactory {
  public:

@@ -76,12 +76,18 @@ constexpr double kRoundingMagic = 6755399441055744.0;  // 1.5 * 2^52
 
 // One row of a block, branch-free so it vectorizes. Every quantity is an integer below 2^53 until
 // the multiply, so the double sums are exact and the only rounding is the final one.
-// clang (the libFuzzer build) cannot clone a template: there it is built for the baseline ISA.
+// On x86-64 both rows are cloned for AVX-512 and AVX2 machines, picked at load time; clang (the
+// libFuzzer build) cannot clone a template, so there it is built for the baseline ISA, as it is on
+// other architectures (aarch64: NEON is the baseline).
+#if defined(__x86_64__)
+#define NPUFLOW_CLONED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define NPUFLOW_CLONED
+#endif
 #if defined(__clang__)
 #define NPUFLOW_CLONED_TEMPLATE
 #else
-#define NPUFLOW_CLONED_TEMPLATE \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define NPUFLOW_CLONED_TEMPLATE NPUFLOW_CLONED
 #endif
 
 template <typename Out>
@@ -98,9 +104,8 @@ NPUFLOW_CLONED_TEMPLATE void requantize_row(const int32_t* acc, const double* co
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void scale_row(
-    const int32_t* acc, const double* column_bias, const double* zp_w, double row_sum,
-    const double* multiplier, int64_t cols, float* out) {
+NPUFLOW_CLONED void scale_row(const int32_t* acc, const double* column_bias, const double* zp_w,
+                              double row_sum, const double* multiplier, int64_t cols, float* out) {
   for (int64_t c = 0; c < cols; ++c) {
     out[c] = static_cast<float>(
         (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c]);

@@ -10,6 +10,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "ggml_test_util.h"
+#include "npuflow/version.h"
 
 namespace {
 
@@ -50,7 +51,8 @@ TEST_F(Placement, DeviceIdentity) {
   EXPECT_STREQ(ggml_backend_dev_name(loaded_.npuflow_dev), "NPUFLOW");
   EXPECT_EQ(ggml_backend_dev_type(loaded_.npuflow_dev), GGML_BACKEND_DEVICE_TYPE_ACCEL);
   const std::string description = ggml_backend_dev_description(loaded_.npuflow_dev);
-  EXPECT_NE(description.find("npuflow on host"), std::string::npos) << description;
+  EXPECT_NE(description.find("npuflow " NPUFLOW_VERSION " on host"), std::string::npos)
+      << description;
   EXPECT_TRUE(ggml_backend_dev_supports_buft(loaded_.npuflow_dev, ggml_backend_cpu_buffer_type()));
   EXPECT_EQ(ggml_backend_dev_buffer_type(loaded_.npuflow_dev), ggml_backend_cpu_buffer_type());
   ggml_backend_dev_props props{};

@@ -1,5 +1,5 @@
 // fp16 conversion: special values by their bit patterns, round-to-nearest-even ties, and (where
-// the compiler has _Float16) agreement with the compiler's own conversion.
+// a compiler half type exists) agreement with the compiler's own conversion.
 #include "core/fp16.h"
 
 #include <gtest/gtest.h>
@@ -65,10 +65,20 @@ TEST(Fp16, EveryHalfRoundTripsThroughFloat) {
   }
 }
 
-#if defined(__FLT16_MAX__)
+// The compiler's own half type, whose conversions the hardware (or its emulation) rounds to
+// nearest even: ACLE's __fp16 on aarch64 (GCC 12 has no _Float16 in C++ there), else _Float16.
+#if defined(__aarch64__)
+using CompilerHalf = __fp16;
+#define NPUFLOW_HAVE_COMPILER_HALF 1
+#elif defined(__FLT16_MAX__)
+using CompilerHalf = _Float16;
+#define NPUFLOW_HAVE_COMPILER_HALF 1
+#endif
+
+#if defined(NPUFLOW_HAVE_COMPILER_HALF)
 TEST(Fp16, AgreesWithTheCompilersFloat16) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const _Float16 ref = std::bit_cast<_Float16>(static_cast<uint16_t>(h));
+    const CompilerHalf ref = std::bit_cast<CompilerHalf>(static_cast<uint16_t>(h));
     const float f = half_bits_to_float(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
     ASSERT_EQ(std::bit_cast<uint32_t>(f), std::bit_cast<uint32_t>(static_cast<float>(ref)))
@@ -82,7 +92,7 @@ TEST(Fp16, AgreesWithTheCompilersFloat16) {
     if (i & 1) bits = (bits & 0x807fffffu) | ((0x66u + (bits >> 23) % 0x22u) << 23);
     const float f = from_bits(bits);
     if (std::isnan(f)) continue;
-    ASSERT_EQ(float_to_half_bits(f), std::bit_cast<uint16_t>(static_cast<_Float16>(f)))
+    ASSERT_EQ(float_to_half_bits(f), std::bit_cast<uint16_t>(static_cast<CompilerHalf>(f)))
         << std::hex << bits;
   }
 }
