@@ -80,6 +80,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   NPUFLOW_ORT_CHECK(ort.Node_GetOutputs(fused_node, outputs.data(), output_count));
   auto input_index = [&](const std::string& name) { return index_of(input_names, name); };
   EncoderNodeBinding binding;
+  binding.portable_kernels = knobs_.text("host_kernels") == "portable";
   auto main = input_index(claim.input);
   if (!main)
     return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));

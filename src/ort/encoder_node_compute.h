@@ -17,6 +17,7 @@ struct EncoderNodeBinding {
   size_t main_input = 0;            // index among the fused node's inputs
   std::vector<size_t> side_inputs;  // by VitEncoderSpec side input_index
   std::vector<int> output_exit;     // per fused-node output: the plan's exit index
+  bool portable_kernels = false;    // host_kernels=portable
 };
 
 class EncoderNodeCompute final : public FusedNodeCompute {

@@ -229,6 +229,28 @@ TEST(HostKernels, LayerNormOverflowsAsFp32Statistics) {
   });
 }
 
+// host_kernels=portable holds for the encoder run on the thread that started it (the kernels read
+// it there before fanning out), nests, and ends with its scope.
+TEST(HostKernels, ScopedPortableKernelsHoldOnTheirThreadOnly) {
+  const bool cpu_choice = avx2_kernels_active();
+  {
+    const ScopedPortableKernels portable(true);
+    EXPECT_FALSE(avx2_kernels_active());
+    bool elsewhere = !cpu_choice;
+    std::thread other([&] { elsewhere = avx2_kernels_active(); });
+    other.join();
+    EXPECT_EQ(elsewhere, cpu_choice);
+    {
+      const ScopedPortableKernels inner(false);
+      EXPECT_FALSE(avx2_kernels_active());
+    }
+    EXPECT_FALSE(avx2_kernels_active());
+  }
+  EXPECT_EQ(avx2_kernels_active(), cpu_choice);
+  const ScopedPortableKernels not_portable(false);
+  EXPECT_EQ(avx2_kernels_active(), cpu_choice);
+}
+
 double activation_reference(VectorActivation kind, double x) {
   switch (kind) {
     case VectorActivation::kGeluErf:
