@@ -39,6 +39,8 @@ struct Attribute {
   std::optional<float> real;
   std::optional<std::string> text;
   std::optional<std::vector<int64_t>> integers;  // INTS (perm, pads, strides, axes)
+  // A TENSOR of at most 16 integers (ConstantOfShape's value); other tensors are not read.
+  std::optional<std::vector<int64_t>> tensor_integers;
 };
 
 struct NodeInfo {

@@ -161,9 +161,40 @@ class Builder {
       NPUFLOW_ORT_CHECK(ort_.ReadOpAttr(attr, type, text.data(), text.size(), &written));
       text.resize(written);
       value.text = text;
+    } else if (type == ORT_OP_ATTR_TENSOR) {
+      value.tensor_integers = small_integer_tensor(attr);
     }
     info.attributes.emplace_back(name, std::move(value));
     return Status::ok();
+  }
+
+  // The values of a TENSOR attribute of at most 16 int64 or int32 elements, else nothing (also
+  // when ONNX Runtime cannot hand the tensor over: the matchers then know less, nothing fails).
+  std::optional<std::vector<int64_t>> small_integer_tensor(const OrtOpAttr* attr) {
+    OrtValue* tensor = nullptr;
+    OrtStatus* status = ort_.OpAttr_GetTensorAttributeAsOrtValue(attr, &tensor);
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    if (status == nullptr && tensor) status = ort_.GetTensorTypeAndShape(tensor, &info);
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    size_t count = 0;
+    if (status == nullptr && info) status = ort_.GetTensorElementType(info, &type);
+    if (status == nullptr && info) status = ort_.GetTensorShapeElementCount(info, &count);
+    if (info) ort_.ReleaseTensorTypeAndShapeInfo(info);
+    const void* data = nullptr;
+    const bool wide = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    if (status == nullptr && tensor && count <= 16 &&
+        (wide || type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32))
+      status = ort_.GetTensorData(tensor, &data);
+    std::optional<std::vector<int64_t>> out;
+    if (status == nullptr && data) {
+      out.emplace();
+      for (size_t i = 0; i < count; ++i)
+        out->push_back(wide ? static_cast<const int64_t*>(data)[i]
+                            : static_cast<const int32_t*>(data)[i]);
+    }
+    if (status) ort_.ReleaseStatus(status);
+    if (tensor) ort_.ReleaseValue(tensor);
+    return out;
   }
 
   OrtGraphSnapshot& out_;
