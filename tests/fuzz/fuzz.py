@@ -26,7 +26,7 @@ from onnx import TensorProto
 from fuzz_minimize import minimize, save
 from fuzz_mutations import mutate
 from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, INVALID, MATCHING,
-                         MISMATCH, REFUSED, SHAPE, UNJUDGED)
+                         MISMATCH, REFUSED, SHAPE, UNJUDGED, UNREPRODUCIBLE)
 from fuzz_runner import run_jobs
 from fuzz_seeds import FIXTURES, ROOT, all_seeds
 
@@ -125,6 +125,7 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                ("ill-conditioned", ILL_CONDITIONED, None),
                ("unjudged (reference slow)", UNJUDGED, None),
                ("invalid as written", INVALID, None),
+               ("CPU EP unreproducible", UNREPRODUCIBLE, None),
                ("mismatches", MISMATCH, None), ("different shapes", SHAPE, None),
                ("session errors", ERROR, None), ("crashes", CRASH, None), ("hangs", HANG, None)]
     lines.append(f"  {'':28}" + "".join(f"{d:>8}" for d in DEVICES))

@@ -18,7 +18,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fuzz_minimize import prune
-from fuzz_oracle import ERROR, ILL_CONDITIONED, INVALID, MATCHING, REFUSED, SHAPE, classify
+from fuzz_oracle import (ERROR, ILL_CONDITIONED, INVALID, MATCHING, REFUSED, SHAPE,
+                         UNREPRODUCIBLE, classify)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
@@ -74,6 +75,20 @@ def device_options(job: dict, device: str) -> dict:
     options a test adds (extra_options)."""
     return {**DEVICE_OPTIONS[device], "host_kernels": job.get("host_kernels", "auto"),
             **job.get("extra_options", {})}
+
+
+def cpu_ep_reproduces(ort, job: dict, feeds: dict, ref: list) -> bool:
+    """Whether two fresh CPU EP sessions at the job's level give ref again, bit for bit (NaN
+    where it has NaN). ONNX Runtime reads memory it never wrote on some invalid models (a Concat
+    of an empty input whose other dims disagree): then it is no oracle."""
+    for _ in range(2):
+        again = ort.InferenceSession(job["model"], sess_options=session_options(ort, job["level"]),
+                                     providers=["CPUExecutionProvider"]).run(None, feeds)
+        for r, a in zip(ref, again):
+            r, a = np.asarray(r), np.asarray(a)
+            if r.shape != a.shape or not np.array_equal(r, a, equal_nan=r.dtype.kind == "f"):
+                return False
+    return True
 
 
 def unoptimized_reference(ort, job: dict, feeds: dict) -> list:
@@ -368,7 +383,14 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
     got = session.run(None, feeds)
     del session
     outcome["class"], outcome["detail"] = classify(ref, got, outcome["claims"], device)
-    if outcome["class"] in (REFUSED, MATCHING, SHAPE) or not outcome["claims"]:
+    if outcome["class"] in (REFUSED, MATCHING, SHAPE):
+        return outcome
+    if not cpu_ep_reproduces(ort, job, feeds, ref):
+        outcome.update({"class": UNREPRODUCIBLE, "detail": (
+            f"{outcome['detail']}; the CPU EP does not reproduce its own outputs in a fresh "
+            f"session (it reads memory it never wrote)")})
+        return outcome
+    if not outcome["claims"]:
         return outcome
     if job["level"] != "disable":
         # ONNX Runtime's own optimizer can change what the CPU EP computes (its QDQ clean-ups

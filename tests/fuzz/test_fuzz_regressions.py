@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from fuzz import HOST_KERNELS, with_base
-from fuzz_oracle import MATCHING, REFUSED
+from fuzz_oracle import MATCHING, REFUSED, UNREPRODUCIBLE
 from fuzz_runner import run_jobs
 from fuzz_seeds import FIXTURES
 
@@ -43,6 +43,9 @@ def test_saved_regression_is_refused_or_matches(case, kernels, tmp_path):
     [result] = run_jobs([job], tmp_path / "run", hang_s=300)
     assert "cpu_error" not in result, f"the CPU EP no longer runs it: {result['cpu_error']}"
     for device, outcome in result["devices"].items():
-        assert outcome["class"] in (REFUSED, MATCHING), (
+        # With nothing claimed npuflow computes nothing: outputs that differ are the CPU EP not
+        # reproducing itself (memory it never wrote, on an invalid model it runs anyway).
+        refused_unreproducible = outcome["class"] == UNREPRODUCIBLE and outcome["claims"] == 0
+        assert outcome["class"] in (REFUSED, MATCHING) or refused_unreproducible, (
             f"{device}, host kernels {kernels}: {outcome['class']}: {outcome['detail']} "
             f"(found as {meta['found'][:300]})")
