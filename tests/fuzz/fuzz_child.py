@@ -172,9 +172,12 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     """The gate applied where the claims hand over rather than at the graph outputs, with
     optimizations off (so the graph keeps its own names): an unclaimed op downstream (a
     mutated, ill-conditioned normalization, a division by a near-zero difference) can amplify
-    a difference well within the claim's gate. Returns (verdict, the claimed subgraph cut at
-    its boundary, npuflow's exit values, the CPU EP's entry values), or None when there is no
-    boundary to compare at."""
+    a difference well within the claim's gate. When the exits differ so, the claimed subgraph
+    is cut at its boundary and run alone with npuflow, fed the CPU EP's values at its entries:
+    a claim reading what an unclaimed op made of another claim's output (a QDQ group's one-LSB
+    rounding requantized 25x finer on its way to the next group) is judged on the inputs the CPU
+    EP gave it. Returns (verdict, the claimed subgraph, npuflow's exit values, the CPU EP's entry
+    values), or None when there is no boundary to compare at."""
     model = onnx.load(job["model"])
     options = device_options(job, device)
     session, records = npuflow_session(ort, devices, job["model"], "disable", options, report)
@@ -194,10 +197,19 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     if not claims:
         return None
     got = session.run(names, feeds)
+    del session
     reference = cpu.run(names + [e.name for e in entries], feeds)
     entry_feeds = dict(zip([e.name for e in entries], reference[len(names):]))
-    return (classify(reference[:len(names)], got, claims, device), cut(model, exits, entries),
-            got, entry_feeds)
+    verdict = classify(reference[:len(names)], got, claims, device)
+    region = cut(model, exits, entries)
+    if verdict[0] != MATCHING and entries:
+        session, records = npuflow_session(ort, devices, region.SerializeToString(), "disable",
+                                           options, report)
+        alone = sum(len(r["claims"]) for r in records)
+        if alone:
+            got = session.run(names, entry_feeds)
+            verdict = classify(reference[:len(names)], got, alone, device)
+    return verdict, region, got, entry_feeds
 
 
 def explicit_conv_pads(model: onnx.ModelProto) -> None:
@@ -491,7 +503,16 @@ def run_job(ort, devices, job: dict, progress) -> dict:
     return result
 
 
+# Address space this process may use (FUZZ_CHILD_MEMORY_GB, not an npuflow knob): a mutant that
+# blows a tensor up (a Resize scale of 7e4) then fails an allocation inside ONNX Runtime instead
+# of waking the kernel's OOM killer on a shared machine; the CPU EP's own failure rejects it.
+MEMORY_BYTES = int(float(os.environ.get("FUZZ_CHILD_MEMORY_GB", "8")) * 2**30)
+
+
 def main(jobs_file: str, progress_file: str, results_file: str) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     import onnxruntime as ort
 
     ort.register_execution_provider_library("npuflow", str(EP_LIBRARY))

@@ -25,7 +25,7 @@ from fuzz import feed_spec
 from fuzz_child import float64_reference, fp32_overflow, make_feeds
 from fuzz_oracle import MISMATCH
 from fuzz_runner import run_jobs
-from fuzz_seeds import FIXTURES
+from fuzz_seeds import FIXTURES, all_seeds
 
 
 def conv_model(rng: random.Random):
@@ -114,13 +114,42 @@ def test_fp32_overflow_names_where_the_cpu_ep_leaves_fp32s_range():
 
 
 @pytest.mark.parametrize("kernels", ["auto", "portable"])
-def test_a_wrong_claim_is_a_mismatch_after_every_rescue(kernels, tmp_path):
-    job = {"id": 0, "model": str(FIXTURES / "siglip_encoder_torchscript.onnx"),
-           "level": "disable", "feeds": [["pixel_values", TensorProto.FLOAT, [1, 3, 40, 40]]],
-           "feed_seed": 5, "feed_kind": "normal", "run_on": ["sim"], "host_kernels": kernels,
+@pytest.mark.parametrize("seed_model", ["siglip_encoder_torchscript", "qdq_mlp_m5"])
+def test_a_wrong_claim_is_a_mismatch_after_every_rescue(seed_model, kernels, tmp_path):
+    """The sim corrupting one element of every device call: the encoder's float64 check runs
+    (its Conv is VALID-padded), and the QDQ MLP's exits are judged again with the claimed region
+    cut and fed the CPU EP's entries (its third group reads what the CPU EP made of the second's
+    output)."""
+    seed = next(s for s in all_seeds() if s.name == seed_model)
+    model = tmp_path / "model.onnx"
+    onnx.save(seed.model(), str(model))
+    job = {"id": 0, "model": str(model), "level": "disable",
+           "feeds": feed_spec(seed.model(), dict(seed.dim_values)), "feed_seed": 5,
+           "feed_kind": "normal", "run_on": ["sim"], "host_kernels": kernels,
            "extra_options": {"sim_corrupt_every": "1"}, "report_dir": str(tmp_path / "reports")}
     (tmp_path / "reports").mkdir()
     [result] = run_jobs([job], tmp_path / "run", hang_s=300)
     outcome = result["devices"]["sim"]
-    assert outcome["claims"] == 1, outcome
+    assert outcome["claims"] >= 1, outcome
     assert outcome["class"] == MISMATCH, outcome
+
+
+def test_a_mutant_beyond_the_memory_cap_is_rejected_not_a_crash(tmp_path, monkeypatch):
+    """A child runs under an address-space cap: a tensor blown up to 4 GiB (a fuzzer find, a
+    Depth Anything Resize scale of 7e4, took 22 GB and the kernel's OOM killer) fails its
+    allocation in ONNX Runtime, and the CPU EP's failure rejects the mutant."""
+    monkeypatch.setenv("FUZZ_CHILD_MEMORY_GB", "2")
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["big"]),
+         helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)], "huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(np.array([2**30], np.int64), "shape")])
+    model = tmp_path / "huge.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    job = {"id": 0, "model": str(model), "level": "disable",
+           "feeds": [["x", TensorProto.FLOAT, [1]]], "feed_seed": 1, "feed_kind": "normal",
+           "run_on": ["host"], "report_dir": str(tmp_path / "reports")}
+    (tmp_path / "reports").mkdir()
+    [result] = run_jobs([job], tmp_path / "run", hang_s=300)
+    assert "allocate" in result.get("cpu_error", ""), result
