@@ -324,18 +324,40 @@ def fp32_overflow(ort, model: onnx.ModelProto, feeds: dict) -> str | None:
 
 def fp16_operands(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy whose MatMul, Gemm and Conv read their float operands rounded to fp16 (a Cast to
-    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation."""
+    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation. As on the
+    sim, a product one of whose operands holds a finite value fp16 cannot (|x| >= 65520) keeps
+    both in fp32: the device keeps such a weight, or such a call, on the host."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    make = helper.make_node
     nodes = []
     for k, node in enumerate(copy.graph.node):
         if node.op_type in ("MatMul", "Gemm", "Conv") and node.domain in ("", "ai.onnx"):
-            for j in range(min(2, len(node.input))):
-                rounded = f"fuzz_fp16_{k}_{j}"
-                nodes += [helper.make_node("Cast", [node.input[j]], [rounded + "_h"],
-                                           to=onnx.TensorProto.FLOAT16),
-                          helper.make_node("Cast", [rounded + "_h"], [rounded],
-                                           to=onnx.TensorProto.FLOAT)]
+            n = f"fuzz_fp16_{k}"
+            operands = list(node.input[:2])
+            nodes.append(make("Constant", [], [f"{n}_limit"], value=numpy_helper.from_array(
+                np.array(65520, np.float32))))
+            beyond = []
+            for j, x in enumerate(operands):  # any finite |x| >= 65520, as a 0/1 float
+                nodes += [make("Abs", [x], [f"{n}_abs{j}"]),
+                          make("GreaterOrEqual", [f"{n}_abs{j}", f"{n}_limit"], [f"{n}_ge{j}"]),
+                          make("IsInf", [x], [f"{n}_inf{j}"]),
+                          make("Not", [f"{n}_inf{j}"], [f"{n}_finite{j}"]),
+                          make("And", [f"{n}_ge{j}", f"{n}_finite{j}"], [f"{n}_over{j}"]),
+                          make("Cast", [f"{n}_over{j}"], [f"{n}_overf{j}"],
+                               to=onnx.TensorProto.FLOAT),
+                          make("ReduceMax", [f"{n}_overf{j}"], [f"{n}_any{j}"], keepdims=0)]
+                beyond.append(f"{n}_any{j}")
+            nodes += [make("Max", beyond, [f"{n}_anyf"]),
+                      make("Constant", [], [f"{n}_half"],
+                           value=numpy_helper.from_array(np.array(0.5, np.float32))),
+                      make("Less", [f"{n}_anyf", f"{n}_half"], [f"{n}_on_device"])]
+            for j, x in enumerate(operands):
+                rounded = f"{n}_{j}"
+                nodes += [make("Cast", [x], [rounded + "_h"], to=onnx.TensorProto.FLOAT16),
+                          make("Cast", [rounded + "_h"], [rounded + "_r"],
+                               to=onnx.TensorProto.FLOAT),
+                          make("Where", [f"{n}_on_device", rounded + "_r", x], [rounded])]
                 node.input[j] = rounded
         nodes.append(node)
     del copy.graph.node[:]
