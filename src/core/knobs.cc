@@ -55,6 +55,11 @@ constexpr std::array kKnobs = {
     KnobSpec{"sim_workers", "NPUFLOW_SIM_WORKERS", KnobKind::kInt, "5", "1..8",
              "sim only: worker fds the simulated library splits N across (ROCKET_N_THREADS, "
              "default 5 for 3 cores). The split changes tiling, hence fp16 rounding."},
+    KnobSpec{"host_kernels", "NPUFLOW_HOST_KERNELS", KnobKind::kChoice, "auto", "auto|portable",
+             "The vector kernels of npuflow's own encoder ops (LayerNorm, activations, "
+             "attention; the GEMMs are the device's): auto runs AVX2+FMA where the CPU has "
+             "them, portable the plain loops every other CPU runs (the RK3588's arm64), so an "
+             "x86 machine can test those."},
     KnobSpec{"prof", "NPUFLOW_PROF", KnobKind::kBool, "0", "",
              "1 prints a profile to stderr: when an ONNX Runtime session ends, calls per route "
              "and, on sim, submits, tiles, bytes moved and the modelled RK3588 time; when the "

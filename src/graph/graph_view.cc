@@ -1,6 +1,38 @@
 #include "graph/graph_view.h"
 
+#include <cstring>
+
 namespace npuflow {
+
+AttributeTensor AttributeTensor::of_int64s(const std::vector<int64_t>& shape,
+                                           const std::vector<int64_t>& values) {
+  AttributeTensor t{ElementType::kInt64, shape, {}};
+  const auto* raw = reinterpret_cast<const uint8_t*>(values.data());
+  t.bytes.assign(raw, raw + values.size() * sizeof(int64_t));
+  return t;
+}
+
+std::optional<std::vector<int64_t>> Attribute::tensor_integers() const {
+  constexpr int64_t kMaxCount = 16;
+  if (!tensor) return std::nullopt;
+  const bool wide = tensor->type == ElementType::kInt64;
+  if (!wide && tensor->type != ElementType::kInt32) return std::nullopt;
+  const int64_t count = element_count(tensor->shape);
+  const size_t size = wide ? sizeof(int64_t) : sizeof(int32_t);
+  if (count < 0 || count > kMaxCount || tensor->bytes.size() != static_cast<size_t>(count) * size)
+    return std::nullopt;
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (wide) {
+      std::memcpy(&out[i], tensor->bytes.data() + i * size, size);
+    } else {
+      int32_t v = 0;
+      std::memcpy(&v, tensor->bytes.data() + i * size, size);
+      out[i] = v;
+    }
+  }
+  return out;
+}
 
 const Attribute* NodeInfo::attribute(const std::string& attr_name) const {
   for (const auto& [key, attr] : attributes) {

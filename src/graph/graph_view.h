@@ -39,6 +39,9 @@ struct AttributeTensor {
   ElementType type = ElementType::kUnknown;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
+
+  static AttributeTensor of_int64s(const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& values);
 };
 
 struct Attribute {
@@ -47,6 +50,10 @@ struct Attribute {
   std::optional<std::string> text;
   std::optional<std::vector<int64_t>> integers;  // INTS (perm, pads, strides, axes)
   std::optional<AttributeTensor> tensor;
+
+  // The values of an int64 or int32 TENSOR attribute of at most 16 elements (ConstantOfShape's
+  // value), else nothing.
+  std::optional<std::vector<int64_t>> tensor_integers() const;
 };
 
 struct NodeInfo {

@@ -15,15 +15,24 @@ bool cpu_has_avx2() {
 }
 
 std::atomic<bool> avx2_allowed{true};
+thread_local bool portable_on_this_thread = false;
 
 }  // namespace
 
 bool avx2_kernels_active() {
-  return cpu_has_avx2() && avx2_allowed.load(std::memory_order_relaxed);
+  return cpu_has_avx2() && avx2_allowed.load(std::memory_order_relaxed) && !portable_on_this_thread;
 }
 
 void allow_avx2_kernels(bool allowed) {
   avx2_allowed.store(allowed, std::memory_order_relaxed);
+}
+
+ScopedPortableKernels::ScopedPortableKernels(bool portable) : previous_(portable_on_this_thread) {
+  portable_on_this_thread = previous_ || portable;
+}
+
+ScopedPortableKernels::~ScopedPortableKernels() {
+  portable_on_this_thread = previous_;
 }
 
 }  // namespace npuflow

@@ -19,4 +19,18 @@ bool avx2_kernels_active();
 // For tests: false makes every host op take its portable loops (true restores the CPU's choice).
 void allow_avx2_kernels(bool allowed);
 
+// While alive, host ops started on this thread take their portable loops if `portable` (the
+// `host_kernels=portable` knob of one encoder run). Each op reads the choice on the thread that
+// calls it, before its row loops fan out on the pool, so the pool's threads follow it too.
+class ScopedPortableKernels {
+ public:
+  explicit ScopedPortableKernels(bool portable);
+  ~ScopedPortableKernels();
+  ScopedPortableKernels(const ScopedPortableKernels&) = delete;
+  ScopedPortableKernels& operator=(const ScopedPortableKernels&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace npuflow

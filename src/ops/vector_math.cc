@@ -38,14 +38,24 @@ float activate_scalar(VectorActivation kind, float x) {
   return x;
 }
 
+// A double sum as the fp32 sum it stands for: infinite where fp32 would round it to infinity
+// (0x1.ffffffp+127 is FLT_MAX plus half its ulp, the first magnitude that rounds up).
+double in_fp32_range(double sum) {
+  return std::abs(sum) < 0x1.ffffffp+127 ? sum : sum * INFINITY;
+}
+
 void layer_norm_row_scalar(const float* in, int64_t d, const float* gamma, const float* beta,
                            float epsilon, float* out) {
+  // Accumulated in double, but the row's sum and sum of squared deviations are fp32 statistics,
+  // as in ONNX's LayerNormalization and in the AVX2 kernel: beyond fp32's range they are
+  // infinite, so a row whose deviations overflow comes out as beta (NaN where its mean does)
+  // exactly as on the CPU EP, instead of a normalization no fp32 evaluation of the graph gives.
   double mean = 0;
   for (int64_t i = 0; i < d; ++i) mean += in[i];
-  mean /= static_cast<double>(d);
+  mean = in_fp32_range(mean) / static_cast<double>(d);
   double var = 0;
   for (int64_t i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
-  var /= static_cast<double>(d);
+  var = in_fp32_range(var) / static_cast<double>(d);
   const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon));
   for (int64_t i = 0; i < d; ++i) {
     const double v = (in[i] - mean) * inv * gamma[i];

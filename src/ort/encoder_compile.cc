@@ -96,6 +96,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     NPUFLOW_RETURN_IF_ERROR(bind_program_inputs(*program, input_names, binding.program_inputs));
     binding.program = std::move(program);
   }
+  binding.portable_kernels = knobs_.text("host_kernels") == "portable";
   auto main = source(claim.input);
   if (!main)
     return internal_error(str_cat("'", claim.input, "' is not an input of the fused node"));

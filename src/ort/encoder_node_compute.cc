@@ -3,6 +3,7 @@
 #include "core/strings.h"
 #include "graph/graph_view.h"
 #include "ort/fused_node_inputs.h"
+#include "ops/simd.h"
 
 namespace npuflow::ort {
 namespace {
@@ -47,6 +48,7 @@ Status EncoderNodeCompute::run_plan(const VitEncoder& plan, const FloatInput& ma
     spare.emplace_back(static_cast<size_t>(count));
     exit = spare.back().data();
   }
+  const ScopedPortableKernels kernels(binding_.portable_kernels);
   return plan.run(main, side, exits, exec);
 }
 

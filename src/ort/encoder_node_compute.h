@@ -28,6 +28,7 @@ struct EncoderNodeBinding {
   std::vector<int> output_exit;                  // per fused-node output: the plan's exit index
   std::shared_ptr<const TensorProgram> program;  // null: none
   std::vector<size_t> program_inputs;            // the fused node input of each program input
+  bool portable_kernels = false;                 // host_kernels=portable
 };
 
 class EncoderNodeCompute final : public FusedNodeCompute {

@@ -143,20 +143,21 @@ class Builder {
       text.resize(written);
       value.text = text;
     } else if (type == ORT_OP_ATTR_TENSOR) {
-      NPUFLOW_RETURN_IF_ERROR(tensor_attribute(attr, value));
+      tensor_attribute(attr, value);
     }
     info.attributes.emplace_back(name, std::move(value));
     return Status::ok();
   }
 
-  // Small tensor attributes are copied (a larger one is left unset: no matcher reads it).
-  Status tensor_attribute(const OrtOpAttr* attr, Attribute& value) {
+  // Small tensor attributes are copied. A larger one, or one ONNX Runtime cannot hand over, is left
+  // unset: the matchers then know less, nothing fails.
+  void tensor_attribute(const OrtOpAttr* attr, Attribute& value) {
     constexpr size_t kMaxBytes = 4096;
     OrtValue* tensor = nullptr;
-    NPUFLOW_ORT_CHECK(ort_.OpAttr_GetTensorAttributeAsOrtValue(attr, &tensor));
-    if (tensor == nullptr) return Status::ok();
+    OrtStatus* status = ort_.OpAttr_GetTensorAttributeAsOrtValue(attr, &tensor);
+    if (status == nullptr && tensor == nullptr) return;
     OrtTensorTypeAndShapeInfo* info = nullptr;
-    OrtStatus* status = ort_.GetTensorTypeAndShape(tensor, &info);
+    if (status == nullptr) status = ort_.GetTensorTypeAndShape(tensor, &info);
     AttributeTensor t;
     ONNXTensorElementDataType element = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     size_t rank = 0;
@@ -173,9 +174,8 @@ class Builder {
       t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
       value.tensor = std::move(t);
     }
-    ort_.ReleaseValue(tensor);
-    NPUFLOW_ORT_CHECK(status);
-    return Status::ok();
+    if (tensor) ort_.ReleaseValue(tensor);
+    if (status) ort_.ReleaseStatus(status);
   }
 
   OrtGraphSnapshot& out_;

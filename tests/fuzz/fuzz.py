@@ -26,13 +26,14 @@ from onnx import TensorProto
 from fuzz_minimize import minimize, save
 from fuzz_mutations import mutate
 from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, INVALID, MATCHING,
-                         MISMATCH, REFUSED, SHAPE, UNJUDGED)
+                         MISMATCH, REFUSED, SHAPE, UNJUDGED, UNREPRODUCIBLE)
 from fuzz_runner import run_jobs
 from fuzz_seeds import FIXTURES, ROOT, all_seeds
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 DEVICES = ("host", "sim")
 LEVELS = ("disable", "basic", "all")
+HOST_KERNELS = ("auto", "portable")  # the host_kernels knob: AVX2 where present, or arm64's loops
 MAX_REGRESSION_BYTES = 256 * 1024
 
 
@@ -60,7 +61,10 @@ def make_mutant(run_seed: int, index: int, out_dir: Path) -> dict:
     mutations = mutate(model, rng, rng.choice([1, 1, 2, 3]))
     path = out_dir / f"{index}.onnx"
     onnx.save(model, str(path))
+    # A generator of its own, so that adding the draw left every mutant of a seed as it was.
+    kernels = random.Random(f"{run_seed}:{index}:host_kernels").choice(HOST_KERNELS)
     return {"id": index, "model": str(path), "seed_model": seed.name, "mutations": mutations,
+            "host_kernels": kernels,
             "level": rng.choice(LEVELS), "feeds": feed_spec(seed.model(), dict(seed.dim_values)),
             "feed_seed": rng.randrange(2**31), "feed_kind": rng.choices(
                 ["normal", "special", "large", "zeros"], [8, 1, 1, 1])[0], "run_on": list(DEVICES)}
@@ -121,6 +125,7 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                ("ill-conditioned", ILL_CONDITIONED, None),
                ("unjudged (reference slow)", UNJUDGED, None),
                ("invalid as written", INVALID, None),
+               ("CPU EP unreproducible", UNREPRODUCIBLE, None),
                ("mismatches", MISMATCH, None), ("different shapes", SHAPE, None),
                ("session errors", ERROR, None), ("crashes", CRASH, None), ("hangs", HANG, None)]
     lines.append(f"  {'':28}" + "".join(f"{d:>8}" for d in DEVICES))
@@ -132,6 +137,9 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
                       and (reference is None or r["devices"][d].get("reference") == reference))
                   for d in DEVICES]
         lines.append(f"  {label:28}" + "".join(f"{c:>8}" for c in counts))
+    drawn = Counter(r.get("host_kernels", "auto") for r in accepted)
+    lines.append(f"  {'host kernels (accepted)':28}" +
+                 ", ".join(f"{k} {drawn[k]}" for k in HOST_KERNELS))
     kinds = Counter(k for r in accepted for o in r["devices"].values() for k in o.get("kinds", []))
     lines.append("  claims by kind: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
                                          or "none"))
@@ -152,7 +160,8 @@ def summary(records: list[dict], run_seed: int, seconds: float) -> str:
         for device, o in failures_of(r):
             lines.append(f"  FAIL {o['class']} on {device}: mutant {r['id']} of "
                          f"{r.get('seed_model')} "
-                         f"(level {r['level']}, feeds {r['feed_kind']}): {o['detail'][:400]}")
+                         f"(level {r['level']}, feeds {r['feed_kind']}, host kernels "
+                         f"{r.get('host_kernels', 'auto')}): {o['detail'][:400]}")
             lines += [f"      {m}" for m in r["mutations"]]
     return "\n".join(lines)
 
@@ -206,6 +215,7 @@ def save_regression(record: dict, device: str, outcome: dict, model: onnx.ModelP
                     run_seed) -> Path | None:
     meta = {k: record[k] for k in ("seed_model", "mutations", "level", "feeds", "feed_seed",
                                    "feed_kind")}
+    meta["host_kernels"] = record.get("host_kernels", "auto")
     fixture = FIXTURES / f"{record['seed_model']}.onnx"
     if model.ByteSize() > MAX_REGRESSION_BYTES // 4 and fixture.exists():
         model = strip_unchanged(model, onnx.load(str(fixture)))

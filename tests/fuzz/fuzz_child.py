@@ -18,7 +18,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fuzz_minimize import prune
-from fuzz_oracle import ERROR, ILL_CONDITIONED, INVALID, MATCHING, REFUSED, SHAPE, classify
+from fuzz_oracle import (ERROR, ILL_CONDITIONED, INVALID, MATCHING, REFUSED, SHAPE,
+                         UNREPRODUCIBLE, classify)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
@@ -68,6 +69,28 @@ def session_options(ort, level: str):
 DEVICE_OPTIONS = {"host": {"device": "host"}, "sim": {"device": "sim", "min_rows": "1"}}
 
 
+def device_options(job: dict, device: str) -> dict:
+    """npuflow's provider options for the job on device: the device's, the host kernel set the
+    job drew (auto: AVX2 where this CPU has it; portable: the loops an arm64 build runs) and any
+    options a test adds (extra_options)."""
+    return {**DEVICE_OPTIONS[device], "host_kernels": job.get("host_kernels", "auto"),
+            **job.get("extra_options", {})}
+
+
+def cpu_ep_reproduces(ort, job: dict, feeds: dict, ref: list) -> bool:
+    """Whether two fresh CPU EP sessions at the job's level give ref again, bit for bit (NaN
+    where it has NaN). ONNX Runtime reads memory it never wrote on some invalid models (a Concat
+    of an empty input whose other dims disagree): then it is no oracle."""
+    for _ in range(2):
+        again = ort.InferenceSession(job["model"], sess_options=session_options(ort, job["level"]),
+                                     providers=["CPUExecutionProvider"]).run(None, feeds)
+        for r, a in zip(ref, again):
+            r, a = np.asarray(r), np.asarray(a)
+            if r.shape != a.shape or not np.array_equal(r, a, equal_nan=r.dtype.kind == "f"):
+                return False
+    return True
+
+
 def unoptimized_reference(ort, job: dict, feeds: dict) -> list:
     cpu = ort.InferenceSession(job["model"], sess_options=session_options(ort, "disable"),
                                providers=["CPUExecutionProvider"])
@@ -82,11 +105,12 @@ def unoptimized_fails(ort, job: dict, feeds: dict) -> bool:
     return False
 
 
-def npuflow_session(ort, devices, model, level: str, device: str, report: Path):
-    """(session, report records) of npuflow on device; model is a path or serialized bytes."""
+def npuflow_session(ort, devices, model, level: str, options: dict, report: Path):
+    """(session, report records) of npuflow with provider options; model is a path or
+    serialized bytes."""
     report.unlink(missing_ok=True)
     so = session_options(ort, level)
-    so.add_provider_for_devices(devices, {**DEVICE_OPTIONS[device], "report": str(report)})
+    so.add_provider_for_devices(devices, {**options, "report": str(report)})
     session = ort.InferenceSession(model, sess_options=so)
     records = [json.loads(line) for line in report.read_text().splitlines()] \
         if report.exists() else []
@@ -148,11 +172,15 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     """The gate applied where the claims hand over rather than at the graph outputs, with
     optimizations off (so the graph keeps its own names): an unclaimed op downstream (a
     mutated, ill-conditioned normalization, a division by a near-zero difference) can amplify
-    a difference well within the claim's gate. Returns (verdict, the claimed subgraph cut at
-    its boundary, npuflow's exit values, the CPU EP's entry values), or None when there is no
-    boundary to compare at."""
+    a difference well within the claim's gate. When the exits differ so, the claimed subgraph
+    is cut at its boundary and run alone with npuflow, fed the CPU EP's values at its entries:
+    a claim reading what an unclaimed op made of another claim's output (a QDQ group's one-LSB
+    rounding requantized 25x finer on its way to the next group) is judged on the inputs the CPU
+    EP gave it. Returns (verdict, the claimed subgraph, npuflow's exit values, the CPU EP's entry
+    values), or None when there is no boundary to compare at."""
     model = onnx.load(job["model"])
-    session, records = npuflow_session(ort, devices, job["model"], "disable", device, report)
+    options = device_options(job, device)
+    session, records = npuflow_session(ort, devices, job["model"], "disable", options, report)
     del session
     claimed = {name for r in records for c in r["claims"] for name in c["nodes"]}
     exits, entries = claim_boundary(model, claimed)
@@ -164,15 +192,66 @@ def verdict_at_exits(ort, devices, job: dict, feeds: dict, device: str, report: 
     names = [e.name for e in exits]
     cpu = ort.InferenceSession(data, sess_options=session_options(ort, "disable"),
                                providers=["CPUExecutionProvider"])
-    session, records = npuflow_session(ort, devices, data, "disable", device, report)
+    session, records = npuflow_session(ort, devices, data, "disable", options, report)
     claims = sum(len(r["claims"]) for r in records)
     if not claims:
         return None
     got = session.run(names, feeds)
+    del session
     reference = cpu.run(names + [e.name for e in entries], feeds)
     entry_feeds = dict(zip([e.name for e in entries], reference[len(names):]))
-    return (classify(reference[:len(names)], got, claims, device), cut(model, exits, entries),
-            got, entry_feeds)
+    verdict = classify(reference[:len(names)], got, claims, device)
+    region = cut(model, exits, entries)
+    if verdict[0] != MATCHING and entries:
+        session, records = npuflow_session(ort, devices, region.SerializeToString(), "disable",
+                                           options, report)
+        alone = sum(len(r["claims"]) for r in records)
+        if alone:
+            got = session.run(names, entry_feeds)
+            verdict = classify(reference[:len(names)], got, alone, device)
+    return verdict, region, got, entry_feeds
+
+
+def explicit_conv_pads(model: onnx.ModelProto) -> None:
+    """Rewrites every Conv's auto_pad as the explicit pads ONNX defines for it. ONNX's reference
+    evaluator (1.20) pads VALID as if it were SAME_UPPER, and computes SAME from the batch and
+    channel dims instead of the spatial ones, so a TorchScript patch embedding (kernel = stride,
+    VALID) read shifted patches and the float64 check judged against garbage. A SAME whose
+    spatial dims shape inference cannot give stays as it is."""
+    g = model.graph
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - VALID needs no shapes; SAME then stays
+        inferred = model
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else None
+                       for d in v.type.tensor_type.shape.dim]
+              for v in list(inferred.graph.value_info) + list(inferred.graph.input)}
+    weights = {t.name: list(t.dims) for t in g.initializer}
+    for node in g.node:
+        if node.op_type != "Conv" or node.domain not in ("", "ai.onnx"):
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        mode = attrs["auto_pad"].s.decode() if "auto_pad" in attrs else "NOTSET"
+        if mode == "NOTSET":
+            continue
+        kernel = list(attrs["kernel_shape"].ints) if "kernel_shape" in attrs else \
+            weights.get(node.input[1], [])[2:]
+        x = shapes.get(node.input[0], [])[2:]
+        if not kernel or (mode != "VALID" and (len(x) != len(kernel) or None in x)):
+            continue
+        rank = len(kernel)
+        strides = list(attrs["strides"].ints) if "strides" in attrs else [1] * rank
+        dilations = list(attrs["dilations"].ints) if "dilations" in attrs else [1] * rank
+        head, tail = [0] * rank, [0] * rank
+        if mode != "VALID":  # SAME_UPPER / SAME_LOWER: output ceil(in / stride)
+            for i in range(rank):
+                out = -(-x[i] // strides[i])
+                total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[i])
+                head[i] = total // 2 if mode == "SAME_UPPER" else total - total // 2
+                tail[i] = total - head[i]
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept + [helper.make_attribute("pads", head + tail)])
 
 
 def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
@@ -185,6 +264,7 @@ def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     model = copy
+    explicit_conv_pads(model)
     g = model.graph
     for t in g.initializer:
         if t.data_type == onnx.TensorProto.FLOAT:
@@ -210,20 +290,74 @@ def float64_reference(model: onnx.ModelProto, feeds: dict) -> list | None:
             for o in outputs]
 
 
-def fp16_operands(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose MatMul, Gemm and Conv read their float operands rounded to fp16 (a Cast to
-    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation."""
+def fp32_overflow(ort, model: onnx.ModelProto, feeds: dict) -> str | None:
+    """Where the CPU EP's fp32 evaluation of model (the claimed subgraph, fed the CPU EP's
+    values at its entries) first holds a value that is not finite, or None if every float value
+    it computes stays finite: an overflow past fp32's range, or an Inf/NaN carried in."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(copy)
+    except Exception:  # noqa: BLE001 - untyped values cannot be read back; the outputs still are
+        inferred = copy
+    typed = {v.name: v for v in inferred.graph.value_info
+             if v.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)}
+    present = [o.name for o in copy.graph.output]
+    order = [o for n in copy.graph.node for o in n.output if o in typed and o not in present]
+    copy.graph.output.extend(typed[o] for o in order)
+    names = order + present  # in the order they are computed
+    inputs = {i.name for i in copy.graph.input}
+    values = ort.InferenceSession(copy.SerializeToString(),
+                                  sess_options=session_options(ort, "disable"),
+                                  providers=["CPUExecutionProvider"]).run(
+        names, {k: v for k, v in feeds.items() if k in inputs})
+    for name, value in zip(names, values):
+        value = np.asarray(value)
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            return f"evaluation is not finite at {name}"
+    for name, value in feeds.items():
+        value = np.asarray(value)
+        if name in inputs and value.dtype.kind == "f" and not np.isfinite(value).all():
+            return f"evaluation is fed a value that is not finite ({name})"
+    return None
+
+
+def fp16_operands(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose MatMul, Gemm and Conv read their float operands rounded to fp16 (a Cast to
+    float16 and back): the arithmetic of an NPU's fp16 GEMM with fp32 accumulation. As on the
+    sim, a product one of whose operands holds a finite value fp16 cannot (|x| >= 65520) keeps
+    both in fp32: the device keeps such a weight, or such a call, on the host."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    make = helper.make_node
     nodes = []
     for k, node in enumerate(copy.graph.node):
         if node.op_type in ("MatMul", "Gemm", "Conv") and node.domain in ("", "ai.onnx"):
-            for j in range(min(2, len(node.input))):
-                rounded = f"fuzz_fp16_{k}_{j}"
-                nodes += [helper.make_node("Cast", [node.input[j]], [rounded + "_h"],
-                                           to=onnx.TensorProto.FLOAT16),
-                          helper.make_node("Cast", [rounded + "_h"], [rounded],
-                                           to=onnx.TensorProto.FLOAT)]
+            n = f"fuzz_fp16_{k}"
+            operands = list(node.input[:2])
+            nodes.append(make("Constant", [], [f"{n}_limit"], value=numpy_helper.from_array(
+                np.array(65520, np.float32))))
+            beyond = []
+            for j, x in enumerate(operands):  # any finite |x| >= 65520, as a 0/1 float
+                nodes += [make("Abs", [x], [f"{n}_abs{j}"]),
+                          make("GreaterOrEqual", [f"{n}_abs{j}", f"{n}_limit"], [f"{n}_ge{j}"]),
+                          make("IsInf", [x], [f"{n}_inf{j}"]),
+                          make("Not", [f"{n}_inf{j}"], [f"{n}_finite{j}"]),
+                          make("And", [f"{n}_ge{j}", f"{n}_finite{j}"], [f"{n}_over{j}"]),
+                          make("Cast", [f"{n}_over{j}"], [f"{n}_overf{j}"],
+                               to=onnx.TensorProto.FLOAT),
+                          make("ReduceMax", [f"{n}_overf{j}"], [f"{n}_any{j}"], keepdims=0)]
+                beyond.append(f"{n}_any{j}")
+            nodes += [make("Max", beyond, [f"{n}_anyf"]),
+                      make("Constant", [], [f"{n}_half"],
+                           value=numpy_helper.from_array(np.array(0.5, np.float32))),
+                      make("Less", [f"{n}_anyf", f"{n}_half"], [f"{n}_on_device"])]
+            for j, x in enumerate(operands):
+                rounded = f"{n}_{j}"
+                nodes += [make("Cast", [x], [rounded + "_h"], to=onnx.TensorProto.FLOAT16),
+                          make("Cast", [rounded + "_h"], [rounded + "_r"],
+                               to=onnx.TensorProto.FLOAT),
+                          make("Where", [f"{n}_on_device", rounded + "_r", x], [rounded])]
                 node.input[j] = rounded
         nodes.append(node)
     del copy.graph.node[:]
@@ -271,7 +405,8 @@ def ill_conditioned(ort, job: dict, feeds: dict, device: str) -> str | None:
 
 def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) -> dict:
     report = Path(job["report_dir"]) / f"{job['id']}-{device}.jsonl"
-    session, records = npuflow_session(ort, devices, job["model"], job["level"], device, report)
+    session, records = npuflow_session(ort, devices, job["model"], job["level"],
+                                       device_options(job, device), report)
     outcome = {"claims": sum(len(r["claims"]) for r in records),
                "kinds": sorted({c["kind"] for r in records for c in r["claims"]}),
                "reasons": sorted({f"{r.get('matcher', 'qdq')}:{x['reason']}"
@@ -282,7 +417,14 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
     got = session.run(None, feeds)
     del session
     outcome["class"], outcome["detail"] = classify(ref, got, outcome["claims"], device)
-    if outcome["class"] in (REFUSED, MATCHING, SHAPE) or not outcome["claims"]:
+    if outcome["class"] in (REFUSED, MATCHING, SHAPE):
+        return outcome
+    if not cpu_ep_reproduces(ort, job, feeds, ref):
+        outcome.update({"class": UNREPRODUCIBLE, "detail": (
+            f"{outcome['detail']}; the CPU EP does not reproduce its own outputs in a fresh "
+            f"session (it reads memory it never wrote)")})
+        return outcome
+    if not outcome["claims"]:
         return outcome
     if job["level"] != "disable":
         # ONNX Runtime's own optimizer can change what the CPU EP computes (its QDQ clean-ups
@@ -303,9 +445,17 @@ def judge(ort, devices, job: dict, feeds: dict, ref: list, device: str, mark) ->
                 f"{outcome['detail']}")})
             return outcome
         outcome["detail"] += f"; where the claims hand over: {verdict[1]}"
-    mark(f"{device}-reference")  # the evaluator is slow: if it stalls, the mutant is unjudged
-    exact = float64_reference(claimed, claimed_feeds)
-    mark(device)
+    overflow = fp32_overflow(ort, claimed, claimed_feeds)
+    if overflow:
+        # float64 judges rounding, not range: it does not overflow where fp32 does, so it would
+        # vouch for a kernel that ignores fp32's range (a LayerNorm normalizing rows whose
+        # squares are infinite in fp32). There the claim must give the CPU EP's own values.
+        outcome["detail"] += f"; no float64 check: the CPU EP's fp32 {overflow}"
+        exact = None
+    else:
+        mark(f"{device}-reference")  # the evaluator is slow: if it stalls, it is unjudged
+        exact = float64_reference(claimed, claimed_feeds)
+        mark(device)
     if exact is not None:
         verdict = classify(exact, claimed_got, outcome["claims"], device)
         if verdict[0] == MATCHING:
@@ -375,7 +525,16 @@ def run_job(ort, devices, job: dict, progress) -> dict:
     return result
 
 
+# Address space this process may use (FUZZ_CHILD_MEMORY_GB, not an npuflow knob): a mutant that
+# blows a tensor up (a Resize scale of 7e4) then fails an allocation inside ONNX Runtime instead
+# of waking the kernel's OOM killer on a shared machine; the CPU EP's own failure rejects it.
+MEMORY_BYTES = int(float(os.environ.get("FUZZ_CHILD_MEMORY_GB", "8")) * 2**30)
+
+
 def main(jobs_file: str, progress_file: str, results_file: str) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     import onnxruntime as ort
 
     ort.register_execution_provider_library("npuflow", str(EP_LIBRARY))

@@ -171,6 +171,22 @@ TEST(EncoderAttention, RefusesHeadsMergedWithoutTheTranspose) {
   expect_refused(s, "attention_layout");
 }
 
+TEST(EncoderAttention, HeadsMergedByAShapeChain) {
+  AttentionSpec s;
+  s.merge_by_shape_chain = true;
+  expect_attention(s, 2, false);
+}
+
+// A fuzzer find (seed 794785144, mutant 4206): the merge target's Concat with B and T swapped
+// keeps the data order of a batch of 1, but the branch comes out [T, 1, D] and the CPU EP
+// broadcasts the residual add to [T, T, D]; no shape was inferred to tell, the replay's does.
+TEST(EncoderAttention, RefusesHeadsMergedToTokensBatchHidden) {
+  AttentionSpec s;
+  s.merge_by_shape_chain = true;
+  s.merge_chain_swapped = true;
+  expect_refused(s, "attention_layout");
+}
+
 TEST(EncoderAttention, RefusesVSplitWithItsDimsSwapped) {
   AttentionSpec s;
   s.v_split_transposed = true;

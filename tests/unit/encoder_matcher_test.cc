@@ -11,12 +11,48 @@ namespace {
 
 constexpr int64_t kHidden = 8;
 
+// How the class token reaches the Concat: the constant itself, or TorchScript's
+// expand(batch, -1, -1) of it (Expand by Where(s == -1, 1, s) of s = [B, -1, -1]), and near
+// misses of that target the fuzzer made: a batch of 0, the Where reading a constant, two rows.
+enum class ClsForm {
+  kConstant,
+  kTorchScriptExpand,
+  kExpandToNoImage,
+  kExpandWhereOfAConstant,
+  kExpandTwoRows
+};
+
 struct PixelSpec {
   int64_t heads = 2;
+  ClsForm cls = ClsForm::kConstant;
   BlockSpec block;
   int64_t norm_gamma_count = 0;  // the exit LayerNorm's gamma size (0: hidden)
   bool channel_major = false;    // near miss: the grid reshaped to [1, P, D] without a Transpose
 };
+
+ValueId class_token(TestGraph& g, ValueId pixels, int64_t d, ClsForm form) {
+  const ValueId token = g.weight({1, 1, d});
+  if (form == ClsForm::kConstant) return token;
+  const auto i64 = ElementType::kInt64;
+  const ValueId shape = g.op("Shape", {pixels}, {4}, {}, i64);
+  const ValueId batch = g.op("Gather", {shape, g.i64_scalar(0)}, {}, {}, i64);
+  const ValueId b1 = form == ClsForm::kExpandToNoImage
+                         ? g.i64s({0})
+                         : g.op("Unsqueeze", {batch, g.i64s({0})}, {1}, {}, i64);
+  const ValueId rows = g.i64s({form == ClsForm::kExpandTwoRows ? 2 : -1});
+  const ValueId cat = g.op("Concat", {b1, rows, g.i64s({-1})}, {3}, {{"axis", integer(0)}}, i64);
+  const ValueId target = g.op("Reshape", {cat, g.i64s({-1})}, {3}, {}, i64);
+  Attribute one;
+  one.tensor = AttributeTensor::of_int64s({1}, {1});
+  const ValueId ones =
+      g.op("ConstantOfShape", {g.op("Shape", {target}, {1}, {}, i64)}, {3}, {{"value", one}}, i64);
+  const ValueId minus = g.op("Mul", {ones, g.i64_scalar(-1)}, {3}, {}, i64);
+  const ValueId keep = g.op("Equal", {target, minus}, {3}, {}, ElementType::kUInt8);
+  const ValueId chosen = form == ClsForm::kExpandWhereOfAConstant ? g.i64s({0}) : target;
+  const ValueId where = g.op("Where", {keep, ones, chosen}, {3}, {}, i64);
+  const ValueId out = g.op("Expand", {token, where}, {-1, -1, d});
+  return out;
+}
 
 // pixels [1,3,8,8] -> Conv 4x4/4 -> [1,D,2,2] -> Reshape [1,D,4] -> Transpose -> [1,4,D]
 // -> Concat class token -> Add position embedding -> one block -> LayerNorm -> output.
@@ -29,8 +65,8 @@ void pixel_encoder(TestGraph& g, const PixelSpec& s) {
       s.channel_major ? g.op("Reshape", {conv, g.i64s({1, 4, d})}, {1, 4, d})
                       : g.op("Transpose", {g.op("Reshape", {conv, g.i64s({1, d, 4})}, {1, d, 4})},
                              {1, 4, d}, {{"perm", ints({0, 2, 1})}});
-  const ValueId tokens =
-      g.op("Concat", {g.weight({1, 1, d}), patches}, {1, t, d}, {{"axis", integer(1)}});
+  const ValueId tokens = g.op("Concat", {class_token(g, pixels, d, s.cls), patches}, {1, t, d},
+                              {{"axis", integer(1)}});
   const ValueId stream = g.op("Add", {tokens, g.weight({1, t, d})}, {1, t, d});
   BlockSpec b = s.block;
   b.att.t = t;
@@ -39,6 +75,16 @@ void pixel_encoder(TestGraph& g, const PixelSpec& s) {
   NormSpec exit_norm;
   exit_norm.gamma_count = s.norm_gamma_count;
   g.output(layernorm(g, block(g, stream, b), exit_norm));
+}
+
+// The pixel encoder of `s` is refused, once, for `reason`.
+void expect_pixel_refusal(const PixelSpec& s, const std::string& reason) {
+  TestGraph g;
+  pixel_encoder(g, s);
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  EXPECT_TRUE(set.claims.empty());
+  ASSERT_EQ(set.refusals.size(), 1u);
+  EXPECT_EQ(set.refusals[0].reason, reason) << set.refusals[0].detail;
 }
 
 TEST(EncoderMatcher, ClaimsAOneLayerPixelEncoder) {
@@ -62,6 +108,32 @@ TEST(EncoderMatcher, ClaimsAOneLayerPixelEncoder) {
   EXPECT_EQ(set.claims[0].nodes.size(), g.graph.nodes.size());  // the graph is all encoder
 }
 
+TEST(EncoderMatcher, ClaimsAClassTokenExpandedOverTheBatch) {
+  TestGraph g;
+  PixelSpec s;
+  s.cls = ClsForm::kTorchScriptExpand;
+  pixel_encoder(g, s);
+  ClaimSet set = match_vision_encoders(g.graph, {});
+  ASSERT_EQ(set.claims.size(), 1u)
+      << (set.refusals.empty() ? "" : set.refusals[0].reason + ": " + set.refusals[0].detail);
+  const VisionEncoderClaim& enc = set.claims[0].encoder;
+  EXPECT_TRUE(enc.cls.runtime.empty());  // read as the constant itself, for every image
+  EXPECT_FALSE(enc.cls.constant.empty());
+}
+
+// Fuzzer finds (seed 794785144, mutants 9267 and 1756): a class token Expand whose target empties
+// it (ONNX Runtime then concatenates a row it never wrote) or does not evaluate as a batch
+// broadcast; and one that repeats its row.
+TEST(EncoderMatcher, RefusesAClassTokenExpandThatIsNoBatchBroadcast) {
+  for (ClsForm form :
+       {ClsForm::kExpandToNoImage, ClsForm::kExpandWhereOfAConstant, ClsForm::kExpandTwoRows}) {
+    SCOPED_TRACE(static_cast<int>(form));
+    PixelSpec s;
+    s.cls = form;
+    expect_pixel_refusal(s, "class_token");
+  }
+}
+
 TEST(EncoderMatcher, PixelEncoderFamilyFollowsLayerScale) {
   TestGraph g;
   PixelSpec s;
@@ -75,25 +147,15 @@ TEST(EncoderMatcher, PixelEncoderFamilyFollowsLayerScale) {
 }
 
 TEST(EncoderMatcher, RefusesAOneElementExitLayerNormScale) {
-  TestGraph g;
   PixelSpec s;
   s.norm_gamma_count = 1;
-  pixel_encoder(g, s);
-  ClaimSet set = match_vision_encoders(g.graph, {});
-  EXPECT_TRUE(set.claims.empty());
-  ASSERT_EQ(set.refusals.size(), 1u);
-  EXPECT_EQ(set.refusals[0].reason, "constant_shape");
+  expect_pixel_refusal(s, "constant_shape");
 }
 
 TEST(EncoderMatcher, RefusesAPatchGridFlattenedChannelMajor) {
-  TestGraph g;
   PixelSpec s;
   s.channel_major = true;
-  pixel_encoder(g, s);
-  ClaimSet set = match_vision_encoders(g.graph, {});
-  EXPECT_TRUE(set.claims.empty());
-  ASSERT_EQ(set.refusals.size(), 1u);
-  EXPECT_EQ(set.refusals[0].reason, "patch_embedding");
+  expect_pixel_refusal(s, "patch_embedding");
 }
 
 TEST(EncoderMatcher, KnobDisablesTheMatcher) {

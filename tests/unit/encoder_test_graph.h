@@ -259,10 +259,15 @@ struct AttentionSpec {
   std::vector<int64_t> split_target;
   LinearForm projection = LinearForm::kMatMulAdd;  // the Q/K/V and output projections' form
   // Near misses.
-  bool k_untransposed = false;        // K split like Q, [B,H,T,dh]
-  bool swap_fused = false;            // q reads the k block and k the q block
-  bool v_reads_other = false;         // V projects another tensor
-  bool merge_untransposed = false;    // the heads merged by a Reshape alone, without [0,2,1,3]
+  bool k_untransposed = false;      // K split like Q, [B,H,T,dh]
+  bool swap_fused = false;          // q reads the k block and k the q block
+  bool v_reads_other = false;       // V projects another tensor
+  bool merge_untransposed = false;  // the heads merged by a Reshape alone, without [0,2,1,3]
+  // The heads merged by a Reshape to a target computed from Shape(merged) (a dynamic export: no
+  // shape inferred past it), in order [B, T, D], or near miss swapped to [T, B, D] (the order of
+  // a batch of 1 kept, the CPU EP's residual add then broadcasting to [T, T, D]).
+  bool merge_by_shape_chain = false;
+  bool merge_chain_swapped = false;
   bool v_split_transposed = false;    // V's head split as [1,T,dh,H] (dims swapped) then [0,3,1,2]
   std::vector<int64_t> fused_starts;  // the three Slices' first columns (empty: 0, D, 2D)
   float nan_fill = 0.0f;         // what the Where guard writes for NaN (0 is the accepted form)
@@ -397,8 +402,28 @@ inline AttentionGraph attention(TestGraph& g, ValueId x, const AttentionSpec& s)
   const ValueId merged = s.merge_untransposed ? ctx
                                               : g.op("Transpose", {ctx}, {b, t, h, dh},
                                                      {{"perm", ints({0, 2, 1, 3})}});
-  const ValueId flat = g.op("Reshape", {merged, g.i64s({1, t, d})}, {b, t, d});
+  if (!s.merge_by_shape_chain) {
+    const ValueId flat = g.op("Reshape", {merged, g.i64s({1, t, d})}, {b, t, d});
+    out.out = linear(g, flat, d, d, s.projection);
+    return out;
+  }
+  g.forget_shape(ctx);
+  g.forget_shape(merged);
+  const ValueId shape = g.op("Shape", {merged}, {4}, {}, ElementType::kInt64);
+  auto dim = [&](int64_t i) {
+    const ValueId at = g.op("Gather", {shape, g.i64_scalar(i)}, {}, {}, ElementType::kInt64);
+    return g.op("Unsqueeze", {at, g.i64s({0})}, {1}, {}, ElementType::kInt64);
+  };
+  const ValueId batch = dim(0), tokens = dim(1);
+  const ValueId target = g.op(
+      "Concat",
+      {s.merge_chain_swapped ? tokens : batch, s.merge_chain_swapped ? batch : tokens, g.i64s({d})},
+      {3}, {{"axis", integer(0)}}, ElementType::kInt64);
+  const ValueId flat = g.op("Reshape", {merged, target}, {b, t, d});
+  g.forget_shape(flat);
   out.out = linear(g, flat, d, d, s.projection);
+  g.forget_shape(out.out);
+  for (ValueId in : g.graph.node(g.producer(out.out)).inputs) g.forget_shape(in);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <thread>
 #include <vector>
@@ -167,6 +168,87 @@ TEST(HostKernels, LayerNormMatchesDouble) {
       });
     }
   }
+}
+
+// Rows whose statistics leave fp32's range: ONNX's LayerNormalization (and the decomposed form
+// the CPU EP runs op by op) computes the mean and the variance in fp32, so deviations whose
+// squares sum past FLT_MAX give an infinite variance and the row comes out as beta, and a sum past
+// FLT_MAX gives an infinite mean and a NaN row. Both kernel paths must give exactly that; the
+// portable loops once normalized such rows in double (a fuzzer find: 1e30 MLP weights).
+TEST(HostKernels, LayerNormOverflowsAsFp32Statistics) {
+  std::mt19937 rng(13);
+  const int64_t d = 64;
+  const auto gamma = normal(static_cast<size_t>(d), rng);
+  const auto beta = normal(static_cast<size_t>(d), rng);
+  const auto unit = normal(static_cast<size_t>(d), rng);
+  enum class Want { kNormalized, kBeta, kNan };
+  struct Row {
+    float scale, offset;
+    Want want;
+  };
+  // Squares of 1e18 deviations sum to ~6e37 (finite); of 3e18 each is finite but the sum is not;
+  // of 1e30 each overflows; 1e37 on every element overflows the sum, hence the mean.
+  const Row rows[] = {{1.0f, 5.0f, Want::kNormalized}, {1e18f, 0.0f, Want::kNormalized},
+                      {3e18f, 0.0f, Want::kBeta},      {1e30f, 0.0f, Want::kBeta},
+                      {-1e30f, 2e30f, Want::kBeta},    {1e30f, 1e37f, Want::kNan}};
+  const int64_t count = static_cast<int64_t>(std::size(rows));
+  std::vector<float> x;
+  for (const Row& row : rows)
+    for (float u : unit) x.push_back(row.offset + row.scale * u);
+  for_each_path([&] {
+    std::vector<float> got(x.size());
+    layer_norm(x.data(), count, d, gamma.data(), beta.data(), 1e-6f, got.data(), two_threads());
+    for (int64_t r = 0; r < count; ++r) {
+      SCOPED_TRACE(testing::Message() << "row " << r);
+      const float* y = got.data() + r * d;
+      const float* in = x.data() + r * d;
+      // The fp32 evaluation, op by op as ONNX defines it.
+      float sum = 0, squares = 0;
+      for (int64_t i = 0; i < d; ++i) sum += in[i];
+      const float mean = sum / static_cast<float>(d);
+      for (int64_t i = 0; i < d; ++i) squares += (in[i] - mean) * (in[i] - mean);
+      const float sd = std::sqrt(squares / static_cast<float>(d) + 1e-6f);
+      for (int64_t i = 0; i < d; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        switch (rows[r].want) {
+          case Want::kNormalized:
+            ASSERT_TRUE(std::isfinite(sd));
+            EXPECT_NEAR(y[i], (in[i] - mean) / sd * gamma[k] + beta[k], 2e-5);
+            break;
+          case Want::kBeta:
+            ASSERT_TRUE(std::isinf(sd) && std::isfinite(mean));
+            EXPECT_EQ(y[i], beta[k]);
+            break;
+          case Want::kNan:
+            ASSERT_TRUE(std::isinf(mean));
+            EXPECT_TRUE(std::isnan(y[i])) << y[i];
+            break;
+        }
+      }
+    }
+  });
+}
+
+// host_kernels=portable holds for the encoder run on the thread that started it (the kernels read
+// it there before fanning out), nests, and ends with its scope.
+TEST(HostKernels, ScopedPortableKernelsHoldOnTheirThreadOnly) {
+  const bool cpu_choice = avx2_kernels_active();
+  {
+    const ScopedPortableKernels portable(true);
+    EXPECT_FALSE(avx2_kernels_active());
+    bool elsewhere = !cpu_choice;
+    std::thread other([&] { elsewhere = avx2_kernels_active(); });
+    other.join();
+    EXPECT_EQ(elsewhere, cpu_choice);
+    {
+      const ScopedPortableKernels inner(false);
+      EXPECT_FALSE(avx2_kernels_active());
+    }
+    EXPECT_FALSE(avx2_kernels_active());
+  }
+  EXPECT_EQ(avx2_kernels_active(), cpu_choice);
+  const ScopedPortableKernels not_portable(false);
+  EXPECT_EQ(avx2_kernels_active(), cpu_choice);
 }
 
 double activation_reference(VectorActivation kind, double x) {

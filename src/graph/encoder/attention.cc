@@ -313,8 +313,11 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     tm.shape = {1, h, t, d / h};
     tm.data = expect(h, false, d, 0);
     ShapeEnv merge_env = env;
-    // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
-    ok_m = replay(tm, merge, 0, &merge_env) && tm.shape.size() >= 2 && tm.shape.back() == d;
+    // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm (B
+    // is 1 here). The shape too: a merge to [T, B, D] keeps the order of a batch of 1 but makes
+    // the CPU EP broadcast the residual add to [T, T, D].
+    ok_m = replay(tm, merge, 0, &merge_env) &&
+           (tm.shape == std::vector<int64_t>{1, t, d} || tm.shape == std::vector<int64_t>{t, d});
     for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
       ok_m = tm.data[i] == static_cast<int32_t>(i);
     if (ok_q && ok_k && ok_v && ok_m) {

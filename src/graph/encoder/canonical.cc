@@ -129,6 +129,35 @@ std::optional<std::vector<int64_t>> int_arithmetic(const std::string& op,
 
 }  // namespace
 
+std::optional<std::pair<int64_t, int64_t>> CanonicalGraph::filled(ValueId v, int depth) const {
+  if (depth > 8 || v == kNoValue) return std::nullopt;
+  if (auto c = int_constant(v)) {
+    if (c->empty() || std::any_of(c->begin(), c->end(), [&](int64_t x) { return x != c->front(); }))
+      return std::nullopt;
+    return std::pair{c->front(), static_cast<int64_t>(c->size())};
+  }
+  const NodeId p = producer(v);
+  if (is(p, "ConstantOfShape")) {
+    const Attribute* value = g_.node(p).attribute("value");
+    auto dims = shape_values(g_.node(p).input(0), nullptr, depth + 1);
+    const auto fill = value ? value->tensor_integers() : std::nullopt;
+    if (!fill || fill->size() != 1 || !dims) return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : *dims) {
+      if (d < 0 || d > 64) return std::nullopt;
+      count *= d;
+    }
+    return std::pair{fill->front(), count};
+  }
+  if (is(p, "Mul")) {
+    auto a = filled(g_.node(p).input(0), depth + 1), b = filled(g_.node(p).input(1), depth + 1);
+    if (!a || !b || (a->second != b->second && a->second != 1 && b->second != 1))
+      return std::nullopt;
+    return std::pair{a->first * b->first, std::max(a->second, b->second)};
+  }
+  return std::nullopt;
+}
+
 std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, const ShapeEnv* env,
                                                                  int depth) const {
   if (depth > 8 || v == kNoValue) return std::nullopt;
@@ -166,8 +195,34 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
     }
     return values;
   }
+  if (op == "Where") {
+    // TorchScript's expand(-1) target: Where(s == -1, 1, s) with both fills as long as s, i.e.
+    // s with each -1 (keep that dim) read as 1, the size Expand broadcasts it with.
+    const NodeId eq = producer(node.input(0));
+    auto s = shape_values(node.input(2), env, depth + 1);
+    if (!s || !is(eq, "Equal")) return std::nullopt;
+    const NodeInfo& e = g_.node(eq);
+    const ValueId other =
+        through_identity(e.input(0)) == through_identity(node.input(2))   ? e.input(1)
+        : through_identity(e.input(1)) == through_identity(node.input(2)) ? e.input(0)
+                                                                          : kNoValue;
+    const auto n = static_cast<int64_t>(s->size());
+    const auto minus_ones = filled(other, depth + 1), ones = filled(node.input(1), depth + 1);
+    if (!minus_ones || *minus_ones != std::pair<int64_t, int64_t>{-1, n} || !ones ||
+        *ones != std::pair<int64_t, int64_t>{1, n})
+      return std::nullopt;
+    for (int64_t& x : *s) x = x == -1 ? 1 : x;
+    return s;
+  }
   auto data = shape_values(node.input(0), env, depth + 1);
   if (!data) return std::nullopt;
+  if (op == "Reshape") {  // a shape vector flattened again: the same values
+    auto target = int_constant(node.input(1));
+    const auto n = static_cast<int64_t>(data->size());
+    if (!target || target->size() != 1 || ((*target)[0] != -1 && (*target)[0] != n))
+      return std::nullopt;
+    return data;
+  }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     // Integer arithmetic on sizes (a TorchScript `chunk(2)` computes its bounds as (n + 1) / 2).
     auto other = shape_values(node.input(1), env, depth + 1);

@@ -49,10 +49,14 @@ class CanonicalGraph {
   std::vector<int64_t> int_list_attribute(const NodeInfo& node, const char* attr) const;
   // The value of a small int64 tensor built from shapes: constants, Shape of a value whose rank
   // is inferred (a dynamic leading batch counts as 1, other unknown dims as -1), Slice, Gather,
-  // Unsqueeze, Squeeze, Cast and Concat of those.
+  // Unsqueeze, Squeeze, Cast, Concat, a 1-D Reshape of those, and TorchScript's expand(-1)
+  // idiom (Where(s == -1, 1, s)).
   // With `env`, a Shape of a value in it reads the replayed dims instead.
   std::optional<std::vector<int64_t>> shape_values(ValueId v, const ShapeEnv* env = nullptr,
                                                    int depth = 0) const;
+  // (value, count) of an int64 tensor all of whose `count` elements are `value`: a constant,
+  // ConstantOfShape of a shape_values shape, Mul of two such.
+  std::optional<std::pair<int64_t, int64_t>> filled(ValueId v, int depth = 0) const;
   // The dims of `v` (-1 where unknown), from shape inference completed through its producers
   // (Transpose, a Reshape with a computed target, elementwise ops).
   std::optional<std::vector<int64_t>> static_shape(ValueId v, int depth = 0) const;

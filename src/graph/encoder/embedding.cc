@@ -6,6 +6,38 @@
 
 namespace npuflow::encoder {
 
+bool Matcher::expands_over_batch(NodeId expand) const {
+  const NodeInfo& node = g_.node(expand);
+  const ValueInfo& data = g_.value(node.input(0));
+  // Evaluated with a dynamic batch of 1: a pure batch broadcast then adds no element, while a
+  // mutated target that empties the constant (a batch of 0) or repeats its rows does.
+  auto target = shape_values(node.input(1));
+  if (!float_constant(node.input(0)) || !data.has_shape || !target) return false;
+  std::vector<int64_t> out(std::max(data.shape.size(), target->size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t from_end = out.size() - 1 - i;
+    const int64_t a =
+        from_end < data.shape.size() ? data.shape[data.shape.size() - 1 - from_end] : 1;
+    const int64_t b = from_end < target->size() ? (*target)[target->size() - 1 - from_end] : 1;
+    if (a < 0 || b < 0 || (a != b && a != 1 && b != 1)) return false;
+    out[i] = a == 1 ? b : a;
+  }
+  return element_count(out) == element_count(data.shape);
+}
+
+bool Matcher::expanded_constant_fits(ValueId v, const char* what, const char* reason,
+                                     Fail& why) const {
+  // An Expand of a constant whose target is not a batch broadcast empties or repeats it (ONNX
+  // Runtime then concatenates rows it never wrote, or adds rows the patches do not have): the
+  // claim, which reads the constant for each image, cannot stand in for it.
+  const NodeId e = producer(v);
+  if (!is(e, "Expand") || !float_constant(g_.node(e).input(0)) || expands_over_batch(e))
+    return true;
+  why = {reason, str_cat("the ", what, "'s Expand '", g_.node(e).name,
+                         "' is not provably a broadcast over the batch")};
+  return false;
+}
+
 SideRef Matcher::side(ValueId v, Used& used) const {
   SideRef ref;
   ref.present = true;
@@ -14,8 +46,7 @@ SideRef Matcher::side(ValueId v, Used& used) const {
     return ref;
   }
   const NodeId p = producer(v);
-  if (is(p, "Expand") && float_constant(g_.node(p).input(0)) &&
-      non_shape_consumers(v).size() == 1) {
+  if (is(p, "Expand") && expands_over_batch(p) && non_shape_consumers(v).size() == 1) {
     ref.constant = name(g_.node(p).input(0));
     used.push_back(p);
     return ref;
@@ -145,6 +176,7 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
       why = {"class_token", "the patches are not concatenated after one prefix on the token axis"};
       return false;
     }
+    if (!expanded_constant_fits(cat.input(0), "class token", "class_token", why)) return false;
     enc.cls = side(cat.input(0), used);
     used.push_back(c);
     v = cat.outputs[0];
@@ -153,7 +185,9 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
   if (non_shape_consumers(v).size() == 1 && is(non_shape_consumers(v)[0], "Add")) {
     const NodeId a = non_shape_consumers(v)[0];
     const NodeInfo& add = g_.node(a);
-    enc.pos = side(add.input(0) == v ? add.input(1) : add.input(0), used);
+    const ValueId pos = add.input(0) == v ? add.input(1) : add.input(0);
+    if (!expanded_constant_fits(pos, "position embedding", "constant_shape", why)) return false;
+    enc.pos = side(pos, used);
     used.push_back(a);
     v = add.outputs[0];
   }

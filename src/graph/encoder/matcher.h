@@ -226,6 +226,11 @@ class Matcher : public CanonicalGraph {
   std::optional<FloatTensor> fold(ValueId v, Used& used, int depth = 0) const;
   // The side operand a Concat/Add receives: a constant, a gathered constant or a runtime value.
   SideRef side(ValueId v, Used& used) const;
+  // An Expand of a float constant whose target provably repeats it over the batch alone (its
+  // other dims kept): what lets side() read the constant itself for each image.
+  bool expands_over_batch(NodeId expand) const;
+  // False (with why) if `v` is an Expand of a constant that expands_over_batch does not prove.
+  bool expanded_constant_fits(ValueId v, const char* what, const char* reason, Fail& why) const;
   // Pulls in the shape arithmetic around the claim; returns a non-shape node that sits between
   // claimed nodes, or kNoNode.
   NodeId close_over(std::set<NodeId>& claimed) const;
