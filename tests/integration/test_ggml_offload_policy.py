@@ -5,8 +5,8 @@ SmolLM2-135M Q4_1 GGUF and a 252-token prompt:
   packs nothing, says so once at info, and the text is the CPU backend's own.
 - device=host with the default claim policy (faster there): each MUL_MAT shape is measured against
   the CPU backend once, recorded in the cost table, and taken exactly where that measurement says
-  NPUFLOW is not slower; a second process reads the table instead of measuring; and a table that
-  says otherwise (every shape slower, then every shape faster) moves the MUL_MATs accordingly.
+  NPUFLOW is not slower; later processes read the table instead of measuring and follow it when it
+  says otherwise (every shape slower, then every shape not slower).
 """
 from __future__ import annotations
 
@@ -89,27 +89,24 @@ def test_host_takes_only_what_it_measured_not_slower_and_measures_once(prompt, t
     assert counters.mul_mat == offloaded(decisions, 256), (counters, decisions.rows)
     assert counters.fallback == 0
 
-    # 2. The same table, another process: read, not measured; the same decisions.
-    _, err2 = complete(prompt, backend=True, env=env)
-    assert "(measured now)" not in err2 and "measuring" not in err2
-    assert [(d["verdict"], d["weight"], d["k"], d["n"], d["rows"]) for d in Decisions(err2).rows] \
-        == [(d["verdict"], d["weight"], d["k"], d["n"], d["rows"]) for d in decisions.rows]
-    assert Counters(err2).mul_mat == counters.mul_mat
-
-    # 3. A table saying every shape is slower on NPUFLOW: nothing taken, nothing packed.
+    # 2. Another process with the table rewritten to say every shape is slower on NPUFLOW: it
+    #    reads the table instead of measuring, takes nothing and packs nothing.
     for r in table["rows"]:
         r["npuflow_ms"] = r["cpu_ms"] * 2
     costs.write_text(json.dumps(table))
-    _, err3 = complete(prompt, backend=True, env=env)
-    c3, d3 = Counters(err3), Decisions(err3)
-    assert not d3.taken() and len(d3.declined()) == len(decisions.rows)
-    assert c3.mul_mat == 0 and c3.packed == 0
+    _, err2 = complete(prompt, backend=True, env=env)
+    c2, d2 = Counters(err2), Decisions(err2)
+    assert "(measured now)" not in err2 and "measuring" not in err2
+    assert [(d["weight"], d["k"], d["n"], d["rows"]) for d in d2.rows] == \
+        [(d["weight"], d["k"], d["n"], d["rows"]) for d in decisions.rows]
+    assert not d2.taken() and len(d2.declined()) == len(decisions.rows)
+    assert c2.mul_mat == 0 and c2.packed == 0
 
-    # 4. ... and every shape not slower: every prompt projection runs on NPUFLOW.
+    # 3. ... and to say every shape is not slower: every prompt projection runs on NPUFLOW.
     for r in table["rows"]:
         r["npuflow_ms"] = r["cpu_ms"]
     costs.write_text(json.dumps(table))
-    _, err4 = complete(prompt, backend=True, env=env)
-    c4 = Counters(err4)
-    assert not Decisions(err4).declined()
-    assert c4.m_hist == {252: PROMPT_PROJECTIONS}, c4
+    _, err3 = complete(prompt, backend=True, env=env)
+    c3 = Counters(err3)
+    assert not Decisions(err3).declined()
+    assert c3.m_hist == {252: PROMPT_PROJECTIONS}, c3
