@@ -24,7 +24,7 @@ namespace npuflow::ggml {
 namespace {
 
 // Bumped whenever what a row means changes (how it is timed, what a call includes).
-constexpr const char* kCostMethod = "ggml-matmul-costs v1";
+constexpr const char* kCostMethod = "ggml-matmul-costs v2 (cache-cold copies)";
 
 struct BuildIdSearch {
   uintptr_t address = 0;
@@ -149,12 +149,27 @@ Result<MatmulCost> measure_mul_mat(const ProbeShape& asked, const NpuflowRun& np
           ggml_backend_dev_backend_reg(dev), "ggml_backend_set_n_threads"));
   if (set_threads != nullptr) set_threads(cpu.get(), shape.threads);
 
-  ggml_init_params params{ggml_tensor_overhead() * 4 + ggml_graph_overhead(), nullptr, true};
+  // In a model every weight streams from memory once per ubatch; one weight timed again and again
+  // would stay in cache, which flatters NPUFLOW's fp32 copy (4-8x the bytes of a quantized one).
+  // So the probe cycles through copies whose fp32 form together exceeds a last-level cache.
+  const int64_t fp32_bytes = shape.k * shape.n * 4;
+  const int copies = static_cast<int>(
+      std::clamp<int64_t>((kProbeColdBytes + fp32_bytes - 1) / fp32_bytes, 1, kProbeMaxCopies));
+  ggml_init_params params{
+      ggml_tensor_overhead() * (2 * copies + 2) + copies * ggml_graph_overhead_custom(4, false),
+      nullptr, true};
   std::unique_ptr<ggml_context, ContextDeleter> ctx(ggml_init(params));
-  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), shape.type, shape.k, shape.n);
-  ggml_set_name(w, "npuflow.cost_probe.weight");
   ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, shape.k, shape.m);
-  ggml_tensor* y = ggml_mul_mat(ctx.get(), w, x);
+  std::vector<ggml_tensor*> weights, outputs;
+  std::vector<ggml_cgraph*> graphs;
+  for (int c = 0; c < copies; ++c) {
+    ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), shape.type, shape.k, shape.n);
+    ggml_format_name(w, "npuflow.cost_probe.weight.%d", c);
+    weights.push_back(w);
+    outputs.push_back(ggml_mul_mat(ctx.get(), w, x));
+    graphs.push_back(ggml_new_graph_custom(ctx.get(), 4, false));
+    ggml_build_forward_expand(graphs.back(), outputs.back());
+  }
   std::unique_ptr<ggml_backend_buffer, BufferDeleter> buffer(
       ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), ggml_backend_cpu_buffer_type()));
   if (buffer == nullptr) return unsupported("could not allocate the probe's tensors");
@@ -165,24 +180,24 @@ Result<MatmulCost> measure_mul_mat(const ProbeShape& asked, const NpuflowRun& np
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(shape.k * shape.n));
   for (float& v : values) v = 0.05f * gauss(rng);
-  std::vector<uint8_t> raw(ggml_nbytes(w));
+  std::vector<uint8_t> raw(ggml_nbytes(weights[0]));
   ggml_quantize_chunk(shape.type, values.data(), raw.data(), 0, shape.n, shape.k, nullptr);
-  ggml_backend_tensor_set(w, raw.data(), 0, raw.size());
+  for (ggml_tensor* w : weights) ggml_backend_tensor_set(w, raw.data(), 0, raw.size());
   values.assign(static_cast<size_t>(shape.k * shape.m), 0.0f);
   for (float& v : values) v = gauss(rng);
   ggml_backend_tensor_set(x, values.data(), 0, ggml_nbytes(x));
 
-  ggml_cgraph* graph = ggml_new_graph(ctx.get());
-  ggml_build_forward_expand(graph, y);
+  int copy = 0;  // the copy the next timed call of each side uses
   auto run_cpu = [&]() -> Status {
-    return ggml_backend_graph_compute(cpu.get(), graph) == GGML_STATUS_SUCCESS
+    return ggml_backend_graph_compute(cpu.get(), graphs[copy]) == GGML_STATUS_SUCCESS
                ? Status::ok()
                : unsupported("the CPU backend failed the probe's MUL_MAT");
   };
-  auto run_npuflow = [&]() -> Status { return npuflow(y); };
+  auto run_npuflow = [&]() -> Status { return npuflow(outputs[copy]); };
 
-  NPUFLOW_RETURN_IF_ERROR(run_cpu());
-  NPUFLOW_RETURN_IF_ERROR(run_npuflow());
+  // Warm-up: every copy once on each side (NPUFLOW packs each).
+  for (copy = 0; copy < copies; ++copy) NPUFLOW_RETURN_IF_ERROR(run_cpu());
+  for (copy = 0; copy < copies; ++copy) NPUFLOW_RETURN_IF_ERROR(run_npuflow());
   constexpr int kMinRounds = 3, kMaxRounds = 9;
   constexpr double kBudgetMs = 250;
   std::vector<double> cpu_ms, npuflow_ms;
@@ -191,6 +206,7 @@ Result<MatmulCost> measure_mul_mat(const ProbeShape& asked, const NpuflowRun& np
     // Alternate which goes first, so a drift in the machine's load hits both alike.
     for (int side = 0; side < 2; ++side) {
       const bool cpu_turn = (side == 0) == (round % 2 == 0);
+      copy = round % copies;
       auto ms = cpu_turn ? timed_ms(run_cpu) : timed_ms(run_npuflow);
       if (!ms.is_ok()) return ms.status();
       (cpu_turn ? cpu_ms : npuflow_ms).push_back(ms.value());

@@ -27,10 +27,16 @@ using NpuflowRun = std::function<Status(const ggml_tensor* node)>;
 // lm_head of a 49152-token vocabulary would take seconds per call) and the costs scaled by N.
 inline constexpr int64_t kProbeMaxColumns = 4096;
 
-// One warm-up call each (NPUFLOW's packs the weight, which is paid once per weight and not part
-// of a call's cost), then alternating timed rounds: at least 3, more while under a quarter of a
-// second, at most 9; each side's cost is the least of its rounds. Fails when no CPU backend is
-// registered or a run fails.
+// Copies of the weight the probe cycles through, so that no timed call finds its weight in cache
+// (as in a model, where each weight is read once per ubatch): enough for their fp32 form to
+// exceed 64 MiB, at most 16.
+inline constexpr int64_t kProbeColdBytes = int64_t{64} << 20;
+inline constexpr int64_t kProbeMaxCopies = 16;
+
+// One warm-up call per copy on each side (NPUFLOW's packs the weight, which is paid once per weight
+// and not part of a call's cost), then alternating timed rounds: at least 3, more while under a
+// quarter of a second, at most 9; each side's cost is the least of its rounds. Fails when no CPU
+// backend is registered or a run fails.
 Result<MatmulCost> measure_mul_mat(const ProbeShape& shape, const NpuflowRun& npuflow);
 
 // What a cost table must say it was measured on to be used here: the cost method's version, this
