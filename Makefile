@@ -117,7 +117,8 @@ bench: build bench-encoders
 bench-encoders: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/encoders.py --write-costs
 
-# llama-bench pp512/tg128 on SmolLM2-135M Q4_1 with and without libggml-npuflow.so.
+# llama-bench pp512 on three GGUFs (Q4_K_M, Q8_0, Q4_1): the CPU backend, libggml-npuflow.so at
+# device=auto and at device=host (default claim policy), side by side (bench/llama_bench.sh).
 bench-ggml: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
 

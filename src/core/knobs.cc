@@ -17,7 +17,8 @@ constexpr std::array kKnobs = {
     KnobSpec{"device", "NPUFLOW_DEVICE", KnobKind::kChoice, "auto", "auto|host|sim|rocket",
              "Which device runs claimed work: host is the exact CPU reference, sim the RK3588 NPU "
              "simulator, rocket an RK3588 board (not in this build: session creation fails). "
-             "auto picks rocket when a board is usable and built in, else host; never sim."},
+             "auto picks rocket when a board is usable and built in, else host; never sim. In "
+             "the ggml backend, auto without a board leaves NPUFLOW idle (it takes no op)."},
     KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
              "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups, dynamic int8 "
              "(DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]), MatMulInteger "
@@ -81,10 +82,16 @@ constexpr std::array kKnobs = {
              "faster claims a subgraph only where costs measured on this machine (the table "
              "`make bench` writes) say npuflow's host device is not slower than the CPU EP; all "
              "claims whatever matches. auto is faster when device=auto resolved to the host (no "
-             "NPU), else all."},
+             "NPU), else all. ggml backend: faster takes a MUL_MAT only where the cost table "
+             "(ggml_costs) says NPUFLOW is not slower than the CPU backend; auto is faster on "
+             "host and all on sim."},
     KnobSpec{"claim_costs", "NPUFLOW_CLAIM_COSTS", KnobKind::kText, "", "",
              "The cost table claim=faster reads; empty means "
              "~/.cache/npuflow/claim-costs-<machine>.json."},
+    KnobSpec{"ggml_costs", "NPUFLOW_GGML_COSTS", KnobKind::kText, "", "",
+             "ggml backend: the MUL_MAT cost table claim=faster reads, measuring and adding each "
+             "shape it lacks (a table from another machine or build is measured anew); empty "
+             "means ~/.cache/npuflow/ggml-costs-<machine>-<build hash>.json."},
     KnobSpec{"report", "NPUFLOW_REPORT", KnobKind::kText, "", "",
              "If set, a path: each graph's claims and refusals are appended there as JSON lines "
              "(what `npuflow explain` reads)."},

@@ -23,6 +23,9 @@ struct ggml_npuflow_stats {
   int64_t weight_hits;           // resident weight reused
   int64_t supports_mul_mat_yes;  // supports_op answers for MUL_MAT
   int64_t supports_mul_mat_no;
+  // Of the no answers, those for a MUL_MAT the routing rules accept that the offload policy
+  // declined: NPUFLOW idle (device=auto without an NPU), or claim=faster's costs say slower.
+  int64_t supports_mul_mat_declined;
 };
 
 typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);
@@ -33,6 +36,13 @@ typedef void (*ggml_npuflow_reset_stats_t)(void);
 // device step, thrown from its parallel weight preparation), "graph_compute", or NULL / "" to
 // disarm. Returns 0, or -1 for an unknown point.
 typedef int (*ggml_npuflow_inject_fault_t)(const char* point);
+
+// Tests only, for claim=faster: "ggml_backend_npuflow_cost_identity" returns the identity a cost
+// table must carry to be read by this process (valid until the next call);
+// "ggml_backend_npuflow_use_cost_table" switches to another table file and forgets every decision
+// made so far, so the next one reads it (NULL or "": the default path).
+typedef const char* (*ggml_npuflow_cost_identity_t)(void);
+typedef void (*ggml_npuflow_use_cost_table_t)(const char* path);
 
 #ifdef __cplusplus
 }

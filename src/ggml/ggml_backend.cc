@@ -1,9 +1,12 @@
 // libggml-npuflow.so: a runtime-loadable ggml backend (GGML_BACKEND_PATH) that registers one
 // ACCEL device, NPUFLOW, beside the CPU backend, in the manner of ggml's BLAS backend. It claims
 // the prefill MUL_MATs (activation rows >= min_m) whose weights it can keep resident on the
-// device chosen by the `device` knob; everything else, decode included, stays on the CPU.
+// device chosen by the `device` knob, as far as the offload policy lets it (device=auto without an
+// NPU: none; on host: only where measured not slower than the CPU backend; see
+// ggml_offload_policy.h); everything else, decode included, stays on the CPU.
 #include <omp.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,10 +20,13 @@
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml/ggml-npuflow.h"
+#include "ggml/ggml_cost_probe.h"
 #include "ggml/ggml_fault.h"
 #include "ggml/ggml_guard.h"
 #include "ggml/ggml_matmul.h"
+#include "ggml/ggml_offload_policy.h"
 #include "npuflow/version.h"
+#include "route/claim_policy.h"
 #include "route/device_selection.h"
 
 namespace npuflow::ggml {
@@ -31,11 +37,22 @@ struct RegContext {
   Logger logger;
   std::unique_ptr<Device> device;
   MatmulRouting routing;
+  std::unique_ptr<OffloadPolicy> policy;
   std::string description;
   bool report = false;  // print each backend's summary when it is freed
 };
 
 RegContext* g_reg = nullptr;
+
+// The CPU backend's thread count as the host program last set it on an NPUFLOW backend (llama.cpp
+// sets the same count on every backend before each graph); 0 until then. supports_op is a device
+// question, asked before any backend exists, so the cost policy keys on this.
+std::atomic<int> g_threads{0};
+
+int cpu_backend_threads() {
+  const int set = g_threads.load();
+  return set > 0 ? set : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // Every callback below that does more than return a constant runs its body through this (see
 // ggml_guard.h): an exception becomes a logged error and the safe answer.
@@ -75,8 +92,12 @@ void backend_free(ggml_backend_t backend) {
   auto* ctx = static_cast<BackendContext*>(backend->context);
   guarded_void("free", [&] {
     if (g_reg->report) {
+      const bool idle = g_reg->policy->mode() == OffloadMode::kIdle;
       std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n",
-                   g_reg->device->name().data(), ctx->engine.summary().c_str());
+                   idle ? "idle" : g_reg->device->name().data(), ctx->engine.summary().c_str());
+      for (const std::string& line : g_reg->policy->summary()) {
+        std::fprintf(stderr, "npuflow: %s\n", line.c_str());
+      }
       // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh
       // reads it).
       const std::string device_profile = g_reg->device->profile_report();
@@ -105,15 +126,19 @@ void omp_parallel_for(int threads, size_t count, const std::function<void(size_t
   if (failure) std::rethrow_exception(failure);
 }
 
-ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
-  throw_if_injected(FaultPoint::kGraphCompute);
-  const int threads = resolve_threads(*ctx);
+ExecContext exec_with_threads(int threads) {
   ExecContext exec;
   if (threads > 1) {
     exec.parallel_for = [threads](size_t count, const std::function<void(size_t)>& task) {
       omp_parallel_for(threads, count, task);
     };
   }
+  return exec;
+}
+
+ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
+  throw_if_injected(FaultPoint::kGraphCompute);
+  const ExecContext exec = exec_with_threads(resolve_threads(*ctx));
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
     if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0) continue;
@@ -176,6 +201,7 @@ void set_n_threads(ggml_backend_t backend, int n_threads) {
   guarded_void("set_n_threads", [&] {
     if (backend == nullptr || !ggml_guid_matches(backend->guid, backend_guid())) return;
     static_cast<BackendContext*>(backend->context)->n_threads = n_threads;
+    if (n_threads > 0) g_threads.store(n_threads);
   });
 }
 
@@ -186,6 +212,19 @@ void get_stats(ggml_npuflow_stats* out) {
 }
 void reset_stats() {
   guarded_void("reset_stats", [] { counters().reset(); });
+}
+
+// Test hooks of the cost policy: the identity a cost table must carry to be read here, and
+// switching to another table file (every decision so far forgotten).
+const char* cost_identity_hook() {
+  return guarded("cost_identity", static_cast<const char*>(nullptr), [] {
+    static std::string identity;
+    identity = g_reg->policy->identity();
+    return identity.c_str();
+  });
+}
+void use_cost_table_hook(const char* path) {
+  guarded_void("use_cost_table", [&] { g_reg->policy->use_table(path != nullptr ? path : ""); });
 }
 
 // ---- device ----
@@ -245,17 +284,22 @@ bool supports_op(const ggml_tensor* op) {
     case GGML_OP_VIEW:
     case GGML_OP_PERMUTE:
     case GGML_OP_TRANSPOSE:
-      return true;
+      return g_reg->policy->mode() != OffloadMode::kIdle;  // idle takes no op at all
     case GGML_OP_MUL_MAT: {
       throw_if_injected(FaultPoint::kSupportsOp);
       const MatmulCandidate candidate = describe_mul_mat(op);
       const RouteVerdict verdict = route_matmul(candidate, g_reg->routing);
-      counters().count_supports(verdict.accept);
+      const bool take = verdict.accept && g_reg->policy->take(op, candidate, cpu_backend_threads());
+      counters().count_supports(take, /*declined=*/verdict.accept && !take);
       if (g_reg->logger.enabled(LogLevel::kTrace)) {
-        g_reg->logger.trace(str_cat("supports_op MUL_MAT '", op->name, "' ", describe(candidate),
-                                    " -> ", verdict.accept ? "yes" : verdict.reason));
+        const std::string answer =
+            take             ? std::string("yes")
+            : verdict.accept ? str_cat("declined (", offload_mode_name(g_reg->policy->mode()), ")")
+                             : std::string(verdict.reason);
+        g_reg->logger.trace(
+            str_cat("supports_op MUL_MAT '", op->name, "' ", describe(candidate), " -> ", answer));
       }
-      return verdict.accept;
+      return take;
     }
     default:
       return false;
@@ -319,6 +363,12 @@ void* reg_get_proc_address(ggml_backend_reg_t, const char* name) {
   if (std::strcmp(name, "ggml_backend_npuflow_inject_fault") == 0) {
     return reinterpret_cast<void*>(&inject_fault);
   }
+  if (std::strcmp(name, "ggml_backend_npuflow_cost_identity") == 0) {
+    return reinterpret_cast<void*>(&cost_identity_hook);
+  }
+  if (std::strcmp(name, "ggml_backend_npuflow_use_cost_table") == 0) {
+    return reinterpret_cast<void*>(&use_cost_table_hook);
+  }
   return nullptr;
 }
 
@@ -328,6 +378,20 @@ const ggml_backend_reg_i kRegInterface = {
     /* .get_device       = */ reg_get_device,
     /* .get_proc_address = */ reg_get_proc_address,
 };
+
+// claim=faster's measurement of one shape: the CPU backend against a private MatmulEngine on this
+// device (its resident weight is dropped afterwards; its runs are not counted in the stats).
+Result<MatmulCost> measure_on(RegContext& reg, ggml_type type, const MatmulCostKey& key) {
+  MatmulEngine engine(*reg.device, reg.logger, 0, /*counted=*/false);
+  const ExecContext exec = exec_with_threads(key.threads);
+  auto cost = measure_mul_mat(ProbeShape{type, key.k, key.n, key.rows, key.threads},
+                              [&](const ggml_tensor* node) { return engine.compute(node, exec); });
+  if (cost.is_ok() && engine.fallbacks() > 0) {
+    return unsupported(
+        str_cat("device ", reg.device->name(), " fell back to the host reference on the probe"));
+  }
+  return cost;
+}
 
 // Resolves the knobs and creates the device once. Null (with the reason on stderr) when a knob
 // is invalid or the device cannot be created: the loader then rejects the library loudly.
@@ -345,15 +409,36 @@ RegContext* create_reg_context() {
     std::fprintf(stderr, "npuflow: %s\n", device.status().message().c_str());
     return nullptr;
   }
-  ctx->logger.info(device.value().reason);
   ctx->device = std::move(device.value().device);
   ctx->routing.min_m = ctx->knobs.integer("min_m");
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
-  ctx->description = str_cat("npuflow ", NPUFLOW_VERSION, " on ", ctx->device->description());
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
-  ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description,
-                           "; MUL_MAT offload from M>=", ctx->routing.min_m,
-                           " (float weights), M>=", ctx->routing.min_m_quant, " (quantized)"));
+  // device=auto resolving to the host means no usable NPU: the CPU backend already is the host.
+  const bool idle = ctx->knobs.text("device") == "auto" && ctx->device->name() == "host";
+  const OffloadMode mode = idle ? OffloadMode::kIdle
+                           : resolve_ggml_claim_policy(ctx->knobs.text("claim"),
+                                                       ctx->device->name()) == ClaimPolicy::kFaster
+                               ? OffloadMode::kFaster
+                               : OffloadMode::kAll;
+  RegContext* reg = ctx.get();
+  ctx->policy = std::make_unique<OffloadPolicy>(
+      mode, ctx->knobs.text("ggml_costs"),
+      [reg] { return cost_identity(reg->device->description()); },
+      [reg](ggml_type type, const MatmulCostKey& key) { return measure_on(*reg, type, key); },
+      ctx->logger);
+  if (idle) {
+    ctx->logger.verbose(device.value().reason);
+    ctx->description = str_cat("npuflow ", NPUFLOW_VERSION,
+                               " idle (no NPU found; NPUFLOW_DEVICE=host or sim runs it)");
+    ctx->logger.info(
+        "no NPU found: NPUFLOW stays idle (set NPUFLOW_DEVICE=host or sim to run it anyway)");
+    return ctx.release();
+  }
+  ctx->logger.info(device.value().reason);
+  ctx->description = str_cat("npuflow ", NPUFLOW_VERSION, " on ", ctx->device->description());
+  ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description, "; MUL_MAT offload from M>=",
+                           ctx->routing.min_m, " (float weights), M>=", ctx->routing.min_m_quant,
+                           " (quantized); claim=", offload_mode_name(mode)));
   return ctx.release();
 }
 

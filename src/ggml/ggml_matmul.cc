@@ -88,9 +88,10 @@ void Counters::count_weight(bool packed, bool repacked) {
   }
 }
 
-void Counters::count_supports(bool yes) {
+void Counters::count_supports(bool yes, bool declined) {
   std::lock_guard<std::mutex> lock(mutex_);
   (yes ? stats_.supports_mul_mat_yes : stats_.supports_mul_mat_no)++;
+  if (declined) stats_.supports_mul_mat_declined++;
 }
 
 ggml_npuflow_stats Counters::snapshot() const {
@@ -157,7 +158,9 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
       });
       return pack_linear_weight(device_, rows.data(), c.k, c.n);
     });
-    counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+    if (counted_) {
+      counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+    }
     if (!weight.is_ok()) return weight.status();
     return run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
   });
@@ -179,7 +182,7 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   }
   mul_mats_++;
   m_histogram_[c.m]++;
-  counters().count_mul_mat(c.m, fallback);
+  if (counted_) counters().count_mul_mat(c.m, fallback);
   return Status::ok();
 }
 

@@ -25,7 +25,8 @@ class Counters {
  public:
   void count_mul_mat(int64_t m, bool fallback);
   void count_weight(bool packed, bool repacked);
-  void count_supports(bool yes);
+  // declined: the routing rules accepted it and the offload policy did not.
+  void count_supports(bool yes, bool declined);
   ggml_npuflow_stats snapshot() const;
   void reset();
 
@@ -39,19 +40,22 @@ int m_bucket(int64_t m);
 // One backend's MUL_MAT engine: its resident weights and what it ran.
 class MatmulEngine {
  public:
-  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes)
-      : device_(device), logger_(logger), cache_(cache_bytes) {}
+  // counted=false: its runs stay out of the process-wide counters (claim=faster's cost probe).
+  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes, bool counted = true)
+      : device_(device), logger_(logger), cache_(cache_bytes), counted_(counted) {}
 
   // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
   Status compute(const ggml_tensor* node, const ExecContext& context);
 
   // One line: what this backend ran (printed at free with NPUFLOW_PROF=1 or NPUFLOW_LOG=info).
   std::string summary() const;
+  int64_t fallbacks() const { return fallbacks_; }
 
  private:
   Device& device_;
   const Logger& logger_;
   ResidentWeightCache cache_;
+  const bool counted_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;
   int64_t fallbacks_ = 0;

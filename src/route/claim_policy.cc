@@ -71,6 +71,12 @@ ClaimPolicy resolve_claim_policy(std::string_view claim_knob, std::string_view d
   return device_knob == "auto" && device_name == "host" ? ClaimPolicy::kFaster : ClaimPolicy::kAll;
 }
 
+ClaimPolicy resolve_ggml_claim_policy(std::string_view claim_knob, std::string_view device_name) {
+  if (claim_knob == "all") return ClaimPolicy::kAll;
+  if (claim_knob == "faster") return ClaimPolicy::kFaster;
+  return device_name == "host" ? ClaimPolicy::kFaster : ClaimPolicy::kAll;
+}
+
 const char* claim_policy_name(ClaimPolicy policy) {
   return policy == ClaimPolicy::kFaster ? "faster" : "all";
 }
@@ -89,22 +95,18 @@ std::string machine_signature() {
 #endif
 }
 
-std::string default_cost_table_path() {
+std::string cost_cache_dir() {
   const char* cache = std::getenv("NPUFLOW_CACHE_DIR");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  std::ostringstream path;
-  if (cache != nullptr && *cache != 0) {
-    path << cache;
-  } else if (xdg != nullptr && *xdg != 0) {
-    path << xdg << "/npuflow";
-  } else if (home != nullptr && *home != 0) {
-    path << home << "/.cache/npuflow";
-  } else {
-    path << ".";
-  }
-  path << "/claim-costs-" << machine_signature() << ".json";
-  return path.str();
+  if (cache != nullptr && *cache != 0) return cache;
+  if (xdg != nullptr && *xdg != 0) return str_cat(xdg, "/npuflow");
+  if (home != nullptr && *home != 0) return str_cat(home, "/.cache/npuflow");
+  return ".";
+}
+
+std::string default_cost_table_path() {
+  return str_cat(cost_cache_dir(), "/claim-costs-", machine_signature(), ".json");
 }
 
 Result<CostTable> load_cost_table(const std::string& path) {

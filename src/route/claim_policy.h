@@ -22,6 +22,11 @@ enum class ClaimPolicy { kAll, kFaster };
 // choice, and an NPU is what the claims are for).
 ClaimPolicy resolve_claim_policy(std::string_view claim_knob, std::string_view device_knob,
                                  std::string_view device_name);
+// The same knob in the ggml backend, whose peer is ggml's CPU backend: auto is faster on the host
+// device, explicit or not (llama.cpp's CPU backend already runs on that host), else all (sim's
+// figures and a board's are what it is for). device=auto without a board never gets this far:
+// the backend stays idle.
+ClaimPolicy resolve_ggml_claim_policy(std::string_view claim_knob, std::string_view device_name);
 const char* claim_policy_name(ClaimPolicy policy);
 
 // One measured model: its GEMM work in the claim's terms and each EP's median wall time.
@@ -43,7 +48,10 @@ struct CostTable {
 
 // "x86_64-avx512-vnni", "x86_64-avx2", "aarch64", ...: machines that share one share costs.
 std::string machine_signature();
-// $NPUFLOW_CACHE_DIR or $XDG_CACHE_HOME/npuflow or ~/.cache/npuflow, + claim-costs-<sig>.json.
+// Where measured costs are kept: $NPUFLOW_CACHE_DIR or $XDG_CACHE_HOME/npuflow or
+// ~/.cache/npuflow.
+std::string cost_cache_dir();
+// cost_cache_dir() + /claim-costs-<sig>.json.
 std::string default_cost_table_path();
 // Reads a table; a missing file is an error the caller reports as "not measured".
 Result<CostTable> load_cost_table(const std::string& path);

@@ -1,11 +1,17 @@
 // The placement contract of the NPUFLOW device, asked through ggml's public API exactly as the
 // scheduler asks it: supports_op answers for a table of (op, types, shape, M) cases, near misses
 // included, and the device's identity, type and buffer rules. Thresholds follow the knobs in
-// the environment (ctest runs this twice: defaults, and NPUFLOW_MIN_M=64 NPUFLOW_MIN_M_QUANT=512).
+// the environment (ctest runs Placement.* twice, on NPUFLOW_DEVICE=host with NPUFLOW_CLAIM=all:
+// defaults, and NPUFLOW_MIN_M=64 NPUFLOW_MIN_M_QUANT=512).
+//
+// OffBoard.* is what the default, NPUFLOW_DEVICE=auto, does on a machine without an NPU (ctest
+// runs it with NPUFLOW_DEVICE=auto NPUFLOW_LOG=info; this build has no rocket device, so every
+// machine is such a machine): the device registers and takes no op, not even the views.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -163,6 +169,79 @@ TEST_F(Placement, OnlyViewsAndMatmulsAreClaimed) {
   ggml_tensor* expert_ids = ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, 512);
   ggml_tensor* xe = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, 512);
   EXPECT_FALSE(supports(ggml_mul_mat_id(ctx_, experts, xe, expert_ids)));
+}
+
+// Every case the Placement tests see accepted on host, and the ops they see refused.
+std::vector<ggml_tensor*> offered_ops(ggml_context* ctx) {
+  std::vector<ggml_tensor*> ops;
+  const Row rows[] = {
+      {GGML_TYPE_F32, 576, 576},   {GGML_TYPE_F16, 576, 1536},   {GGML_TYPE_BF16, 2048, 512},
+      {GGML_TYPE_Q8_0, 576, 192},  {GGML_TYPE_Q4_0, 2048, 8192}, {GGML_TYPE_Q4_1, 576, 576},
+      {GGML_TYPE_Q4_K, 1536, 576}, {GGML_TYPE_Q5_K, 2048, 2048}, {GGML_TYPE_Q6_K, 8192, 2048},
+  };
+  for (const Row& r : rows) {
+    for (int64_t m : {128, 512, 2048}) {
+      ops.push_back(ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, r.type, r.k, r.n),
+                                 ggml_new_tensor_2d(ctx, GGML_TYPE_F32, r.k, m)));
+    }
+  }
+  ggml_tensor* a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 576, 512);
+  ops.push_back(a);
+  ops.push_back(ggml_reshape_2d(ctx, a, 512, 576));
+  ops.push_back(ggml_view_1d(ctx, a, 64, 0));
+  ops.push_back(ggml_transpose(ctx, a));
+  ops.push_back(ggml_add(ctx, a, a));
+  return ops;
+}
+
+class OffBoard : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ::testing::internal::CaptureStderr();
+    loaded_ = npuflow_test::load_backends();
+    load_log_ = ::testing::internal::GetCapturedStderr();
+  }
+  static inline npuflow_test::LoadedBackends loaded_;
+  static inline std::string load_log_;
+};
+
+TEST_F(OffBoard, AutoWithoutAnNpuRegistersTheDeviceAndTakesNoOp) {
+  EXPECT_STREQ(ggml_backend_dev_name(loaded_.npuflow_dev), "NPUFLOW");
+  EXPECT_EQ(ggml_backend_dev_type(loaded_.npuflow_dev), GGML_BACKEND_DEVICE_TYPE_ACCEL);
+  const std::string description = ggml_backend_dev_description(loaded_.npuflow_dev);
+  EXPECT_NE(description.find("npuflow " NPUFLOW_VERSION " idle"), std::string::npos) << description;
+
+  ggml_init_params params{64 * 1024 * 1024, nullptr, true};
+  ggml_context* ctx = ggml_init(params);
+  const auto before = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+  const std::vector<ggml_tensor*> ops = offered_ops(ctx);
+  int64_t matmuls = 0;
+  for (ggml_tensor* op : ops) {
+    EXPECT_FALSE(ggml_backend_dev_supports_op(loaded_.npuflow_dev, op)) << ggml_op_desc(op);
+    matmuls += op->op == GGML_OP_MUL_MAT;
+  }
+  ggml_free(ctx);
+  const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+  EXPECT_EQ(after.supports_mul_mat_yes, before.supports_mul_mat_yes);
+  // Every MUL_MAT the routing rules accept was declined by the idle policy, not by the rules.
+  EXPECT_EQ(after.supports_mul_mat_declined - before.supports_mul_mat_declined, matmuls);
+  EXPECT_EQ(after.mul_mat, 0);
+  EXPECT_EQ(after.weights_packed, 0) << "idle packs nothing";
+
+  // A backend can still be created (llama.cpp creates one for every ACCEL device) and freed.
+  ggml_backend_t backend = ggml_backend_dev_init(loaded_.npuflow_dev, nullptr);
+  ASSERT_NE(backend, nullptr);
+  ggml_backend_free(backend);
+}
+
+TEST_F(OffBoard, SaysSoOnceAtInfo) {
+  const std::string line =
+      "npuflow [info] no NPU found: NPUFLOW stays idle (set NPUFLOW_DEVICE=host or sim to run it "
+      "anyway)\n";
+  const size_t first = load_log_.find(line);
+  ASSERT_NE(first, std::string::npos) << load_log_;
+  EXPECT_EQ(load_log_.find(line, first + 1), std::string::npos) << "said more than once";
+  EXPECT_EQ(load_log_.find("NPUFLOW device ready"), std::string::npos) << load_log_;
 }
 
 }  // namespace

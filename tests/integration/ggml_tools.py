@@ -42,12 +42,20 @@ def tool(name: str) -> Path:
     return path
 
 
+# NPUFLOW running every eligible MUL_MAT on the exact host device: what the faithfulness tests
+# need (the default, device=auto, leaves NPUFLOW idle without an NPU; claim=auto on host takes only
+# what this machine measured faster).
+HOST_ALL = {"NPUFLOW_DEVICE": "host", "NPUFLOW_CLAIM": "all"}
+
+
 def run(args, backend: bool, env: dict | None = None, timeout: int = 900):
-    """Runs a llama.cpp tool with (backend=True) or without libggml-npuflow.so loaded."""
+    """Runs a llama.cpp tool with (backend=True) or without libggml-npuflow.so loaded. With the
+    backend, env must name the device (NPUFLOW_DEVICE): no test depends on the default."""
     assert BACKEND.exists(), f"{BACKEND} is missing: run `make build`"
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("NPUFLOW_") and k != "GGML_BACKEND_PATH"}
     if backend:
+        assert env and "NPUFLOW_DEVICE" in env, "say which device the backend runs on"
         full_env.update({"GGML_BACKEND_PATH": str(BACKEND), "NPUFLOW_PROF": "1"})
     full_env.update(env or {})
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True,
@@ -80,3 +88,37 @@ class Counters:
     def __repr__(self):
         return (f"Counters(device={self.device}, mul_mat={self.mul_mat}, fallback={self.fallback}, "
                 f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked})")
+
+
+DECISION = re.compile(r"npuflow:   (took|declined as slower|declined unmeasured) (\w+) K=(\d+) "
+                      r"N=(\d+) M~(\d+) \((\d+) threads?\): (?:NPUFLOW ([\d.]+) ms, CPU backend "
+                      r"([\d.]+) ms \([\d.]+x\)|\(.*\)): (.*)")
+
+
+class Decisions:
+    """claim=faster's decisions as the backend prints them with its stats (the last print: each
+    one lists every decision of the process so far)."""
+
+    def __init__(self, text: str):
+        headlines = [i for i, line in enumerate(text.splitlines())
+                     if line.startswith("npuflow: NPUFLOW claim=faster (cost table ")]
+        assert headlines, "no claim=faster summary: was the backend on host with claim=faster?"
+        lines = text.splitlines()[headlines[-1]:]
+        self.headline = lines[0]
+        self.rows = []
+        for line in lines[1:]:
+            m = DECISION.match(line)
+            if not m:
+                break
+            verdict, weight, k, n, rows, threads, npu_ms, cpu_ms, names = m.groups()
+            self.rows.append({"verdict": verdict, "weight": weight, "k": int(k), "n": int(n),
+                              "rows": int(rows), "threads": int(threads),
+                              "npuflow_ms": float(npu_ms) if npu_ms else None,
+                              "cpu_ms": float(cpu_ms) if cpu_ms else None,
+                              "weights": names.split(", ")})
+
+    def taken(self):
+        return [r for r in self.rows if r["verdict"] == "took"]
+
+    def declined(self):
+        return [r for r in self.rows if r["verdict"] != "took"]

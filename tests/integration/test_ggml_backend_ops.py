@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ggml_tools import Counters, run, tool
+from ggml_tools import HOST_ALL, Counters, run, tool
 
 CASE = re.compile(r"^\s+(MUL_MAT\(.*?\)): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
 
@@ -13,7 +13,7 @@ CASE = re.compile(r"^\s+(MUL_MAT\(.*?\)): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not suppor
 def test_backend_ops_mul_mat_passes_and_runs_on_npuflow():
     # Thresholds at 1 so the suite's small shapes reach the device; the contract still applies.
     result = run([tool("test-backend-ops"), "test", "-b", "NPUFLOW", "-o", "MUL_MAT"],
-                 backend=True, env={"NPUFLOW_MIN_M": "1", "NPUFLOW_MIN_M_QUANT": "1"})
+                 backend=True, env={**HOST_ALL, "NPUFLOW_MIN_M": "1", "NPUFLOW_MIN_M_QUANT": "1"})
     out = result.stdout + result.stderr
     cases = [m.groups() for line in out.splitlines() if (m := CASE.match(line))]
     ok = [c for c, status in cases if status == "OK"]

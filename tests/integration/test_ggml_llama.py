@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from ggml_tools import (PROSE, SMOLLM2, SMOLLM2_AS_F32, SMOLLM2_LAYERS, SMOLLM2_MATMULS,
-                        Counters, run, tool)
+from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_AS_F32, SMOLLM2_LAYERS,
+                        SMOLLM2_MATMULS, Counters, run, tool)
 
 CTX = 512
 CHUNKS = 4  # 4 x 512 = 2048 tokens of the bundled prose
@@ -22,7 +22,8 @@ def model():
 
 def perplexity(model, backend: bool):
     result = run([tool("llama-perplexity"), "-m", model, "-f", PROSE, "-c", CTX, "-b", CTX,
-                  "-ub", CTX, "--chunks", CHUNKS, "-t", 2], backend=backend)
+                  "-ub", CTX, "--chunks", CHUNKS, "-t", 2], backend=backend,
+                 env=HOST_ALL if backend else None)
     out = result.stdout + result.stderr
     match = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
     assert match, out[-2000:]
@@ -49,7 +50,7 @@ def test_perplexity_matches_cpu_and_every_prefill_matmul_runs_on_npuflow(model):
 def generate(model, backend: bool, prompt_file):
     result = run([tool("llama-completion"), "-m", model, "-f", prompt_file, "-n", 64, "--temp", 0,
                   "-s", 1, "-no-cnv", "--ignore-eos", "--no-display-prompt", "-t", 2, "-c", 1024,
-                  "-b", 512, "-ub", 512], backend=backend)
+                  "-b", 512, "-ub", 512], backend=backend, env=HOST_ALL if backend else None)
     prompt_tokens = re.search(r"prompt eval time =.*?/\s*(\d+) tokens", result.stderr)
     assert prompt_tokens, result.stderr[-2000:]
     return result.stdout, int(prompt_tokens.group(1)), result.stderr

@@ -60,6 +60,15 @@ TEST(ClaimPolicy, AutoIsFasterOnlyWhenAutoFellBackToTheHost) {
   EXPECT_EQ(resolve_claim_policy("faster", "sim", "sim"), ClaimPolicy::kFaster);
 }
 
+TEST(ClaimPolicy, GgmlAutoIsFasterOnTheHostDeviceWhicheverWayItWasChosen) {
+  // The ggml backend's peer is the CPU backend, already on this host: explicit host is judged too.
+  EXPECT_EQ(resolve_ggml_claim_policy("auto", "host"), ClaimPolicy::kFaster);
+  EXPECT_EQ(resolve_ggml_claim_policy("auto", "sim"), ClaimPolicy::kAll);
+  EXPECT_EQ(resolve_ggml_claim_policy("all", "host"), ClaimPolicy::kAll);
+  EXPECT_EQ(resolve_ggml_claim_policy("faster", "host"), ClaimPolicy::kFaster);
+  EXPECT_EQ(resolve_ggml_claim_policy("faster", "sim"), ClaimPolicy::kFaster);
+}
+
 TEST(ClaimPolicy, FasterKeepsWhatIsMeasuredFasterAndDeclinesTheRestWithBothCosts) {
   const CostTable costs = table();
   ClaimSet set;
