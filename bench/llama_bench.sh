@@ -38,7 +38,7 @@ done
 # The generated model, F16 -> Q4_K_M and Q8_0, cached by what makes it.
 bench_models() {
   local key dir f16 venv
-  key=$(printf '%s ' "$PY_GGUF" "$LLAMA_CPP_PYTHON_VERSION" \
+  key=$(printf '%s ' "$GGUF_PY_VERSION" "$LLAMA_CPP_PYTHON_VERSION" \
     "$(sha1sum "$root/tools/ggml_bench_models.py" | cut -c1-40)" | sha1sum | cut -c1-12)
   dir=$cache/ggml-bench-models-$key
   f16=$dir/bench-llama-113M-F16.gguf

@@ -187,7 +187,7 @@ install_quantized_text_models() {
 # a venv of its own, so the main one (and its cache key) stays as it is for everything else.
 gguf_venv() {
   local key
-  key=$(printf '%s ' "$PY_GGUF" "$PY_NUMPY" "$(python3 -V)" | sha1sum | cut -c1-12)
+  key=$(printf '%s ' "$GGUF_PY_VERSION" "$PY_NUMPY" "$(python3 -V)" | sha1sum | cut -c1-12)
   echo "$cache/gguf-venv-$key"
 }
 
@@ -198,7 +198,7 @@ install_gguf_env() {
     log "creating the gguf-py environment $venv"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "gguf==$PY_GGUF" "numpy==$PY_NUMPY"
+    "$venv/bin/pip" install -q --disable-pip-version-check "gguf==$GGUF_PY_VERSION" "numpy==$PY_NUMPY"
     touch "$venv/.complete"
   fi
 }

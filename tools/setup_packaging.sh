@@ -38,7 +38,7 @@ install_wheel_tools() {
 fetch_wheelhouse() {
   local house ort
   house=$(wheelhouse_dir)
-  for ort in "$PY_ONNXRUNTIME" "$PY_ONNXRUNTIME_FLOOR"; do
+  for ort in "$PY_ONNXRUNTIME" "$ONNXRUNTIME_FLOOR_VERSION"; do
     [[ -f $house/$ort/.complete ]] && continue
     log "downloading onnxruntime $ort and numpy $PY_NUMPY wheels into $house/$ort"
     rm -rf "${house:?}/$ort" && mkdir -p "$house/$ort"

@@ -58,7 +58,7 @@ def test_wheel_is_repaired_manylinux():
     assert requires == ["numpy", "onnxruntime>=1.23"]
 
 
-@pytest.fixture(scope="module", params=["PY_ONNXRUNTIME", "PY_ONNXRUNTIME_FLOOR"])
+@pytest.fixture(scope="module", params=["PY_ONNXRUNTIME", "ONNXRUNTIME_FLOOR_VERSION"])
 def fresh_venv(request, tmp_path_factory):
     """A venv with the wheel and onnxruntime at the pin named by the parameter, nothing else."""
     version = PINS[request.param]
