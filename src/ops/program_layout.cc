@@ -286,6 +286,7 @@ Status concat(const ProgramOp& op, const Inputs& in, Outputs& out) {
     for (const TensorView& t : in) {
       const size_t chunk =
           static_cast<size_t>((*t.shape)[static_cast<size_t>(axis)] * inner) * size;
+      if (chunk == 0) continue;  // an empty input may have no storage at all
       std::memcpy(to, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(o) * chunk, chunk);
       to += chunk;
     }
@@ -389,6 +390,7 @@ Status gather(const ProgramOp& op, const Inputs& in, Outputs& out) {
   const size_t row = static_cast<size_t>(inner) * element_size(x.type);
   const auto* from = static_cast<const uint8_t*>(x.data);
   auto* to = static_cast<uint8_t*>(y.raw());
+  if (row == 0) outer = 0;  // nothing to copy, and an empty tensor may have no storage
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i : idx) {
       std::memcpy(to, from + static_cast<size_t>(o * dim + i) * row, row);

@@ -191,6 +191,17 @@ TEST(TensorProgram, RangeCumSumConstantOfShapeExpandTileConcatTranspose) {
   EXPECT_EQ(values<int64_t>(transpose.out()), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
 }
 
+// An empty tensor has no storage: joining or gathering it copies nothing (UBSan's null-pointer
+// check under the ASan build, which fails on a memcpy from it).
+TEST(TensorProgram, EmptyTensorsJoinAndGatherWithoutReadingStorage) {
+  OneOp concat("Concat", {i64({}, {1, 0}), i64({4, 5}, {1, 2})}, {{"axis", integer(1)}});
+  EXPECT_EQ(values<int64_t>(concat.out()), (std::vector<int64_t>{4, 5}));
+  OneOp nothing("Concat", {i64({}, {0, 2}), i64({}, {0, 2})}, {{"axis", integer(0)}});
+  EXPECT_EQ(nothing.out().shape(), (std::vector<int64_t>{0, 2}));
+  OneOp rows("Gather", {i64({}, {3, 0}), i64({2, 0}, {2})});
+  EXPECT_EQ(rows.out().shape(), (std::vector<int64_t>{2, 0}));
+}
+
 TEST(TensorProgram, OuterProductMatMulAndSlidingWindow) {
   // Rotary angles: positions [1, T, 1] x frequencies [1, 1, F].
   OneOp angles("MatMul", {f32({0, 1, 2}, {1, 3, 1}), f32({1.0f, 0.5f}, {1, 1, 2})});
