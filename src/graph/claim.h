@@ -38,6 +38,12 @@ struct QdqMatMulClaim {
   bool activation_dequantized = false;  // a shared DequantizeLinear stays outside: input is float
   std::string output_name;
   QdqGemmSpec spec;
+  // spec.x_per_row: the activation's scales and zero points per row, along axis `x_axis` of it:
+  // constants here (one, or one per index of that axis), or the runtime values named.
+  std::vector<float> x_row_scales;
+  std::vector<int32_t> x_row_zero_points;
+  std::string x_scale_input, x_zero_point_input;
+  int64_t x_axis = 0;
 };
 
 // A MatMulInteger group (graph/integer_matmul_matcher.h): dynamic int8 as quantize_dynamic emits

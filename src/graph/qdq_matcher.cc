@@ -74,6 +74,93 @@ std::optional<Refused> read_quant_params(const GraphView& graph, const NodeInfo&
   return std::nullopt;
 }
 
+// Per-row activation quantization: scales (and zero points) along a leading axis of the
+// activation, as constants, or runtime values the fused node reads by name.
+struct ActivationQuant {
+  bool per_row = false;
+  std::vector<float> scales;
+  std::vector<int32_t> zero_points;
+  std::string scale_input, zero_point_input;
+  int64_t axis = 0;  // of the activation, non-negative
+};
+
+// The axis a per-axis DequantizeLinear of `x` scales along, made non-negative; a refusal unless
+// it is a leading axis (one along K weights the products inside the sum).
+std::optional<Refused> leading_axis(const ValueInfo& x, int64_t axis, int64_t& out) {
+  if (!x.has_shape || x.shape.size() < 2) {
+    return Refused{"per_axis_activation",
+                   str_cat("activation '", x.name, "' has per-axis scales and no known rank")};
+  }
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1) {
+    return Refused{"per_axis_activation",
+                   str_cat("activation '", x.name, "' is scaled along axis ", axis, " of rank ",
+                           rank, "; only a leading (row) axis folds")};
+  }
+  out = axis;
+  return std::nullopt;
+}
+
+std::optional<Refused> per_row_activation(const ValueInfo& x, const QuantParams& xq,
+                                          ActivationQuant& out) {
+  out.per_row = true;
+  if (auto refused = leading_axis(x, xq.axis, out.axis)) return refused;
+  const int64_t dim = x.shape[static_cast<size_t>(out.axis)];
+  if (dim >= 0 && dim != static_cast<int64_t>(xq.scales.size())) {
+    return Refused{"unsupported_scale_shape",
+                   str_cat("activation '", x.name, "' has ", xq.scales.size(),
+                           " scales for a dimension of ", dim)};
+  }
+  out.scales = xq.scales;
+  out.zero_points = xq.zero_points;
+  return std::nullopt;
+}
+
+// Scales computed at run time (dynamic per-token quantization): read from the fused node's
+// inputs with each run, per tensor or along a leading axis, as their shape says then.
+std::optional<Refused> runtime_activation_quant(const GraphView& graph, const NodeInfo& dq_x,
+                                                const ValueInfo& x, ActivationQuant& out) {
+  const ValueInfo& scale = graph.value(dq_x.input(1));
+  if (scale.type != ElementType::kFloat32) {
+    return Refused{"unsupported_scale_type",
+                   str_cat("scale of '", dq_x.name, "' is ", element_type_name(scale.type))};
+  }
+  if (dq_x.int_attribute("block_size", 0) > 0) {
+    return Refused{"per_axis_activation",
+                   str_cat("activation '", x.name, "' is quantized in blocks; no block folds")};
+  }
+  out.per_row = true;
+  out.scale_input = scale.name;
+  const bool scalar_scale =
+      scale.has_shape && element_count(scale.shape) == 1 && scale.shape.size() <= 1;
+  if (!scalar_scale) {
+    if (auto refused = leading_axis(x, dq_x.int_attribute("axis", 1), out.axis)) return refused;
+  }
+  const ValueId zp_id = dq_x.input(2);
+  if (zp_id == kNoValue) {
+    out.zero_points = {0};
+  } else if (graph.is_constant(zp_id)) {
+    const ValueInfo& zp = graph.value(zp_id);
+    if (zp.type != x.type || zp.constant->bytes == 0) {
+      return Refused{"unsupported_zero_point",
+                     str_cat("zero point of '", dq_x.name, "' is ", element_type_name(zp.type))};
+    }
+    for (size_t i = 0; i < zp.constant->bytes; ++i) {
+      out.zero_points.push_back(x.type == ElementType::kUInt8
+                                    ? static_cast<const uint8_t*>(zp.constant->data)[i]
+                                    : static_cast<const int8_t*>(zp.constant->data)[i]);
+    }
+  } else {
+    if (graph.value(zp_id).type != x.type) {
+      return Refused{"unsupported_zero_point", str_cat("zero point of '", dq_x.name, "' is ",
+                                                       element_type_name(graph.value(zp_id).type))};
+    }
+    out.zero_point_input = graph.value(zp_id).name;
+  }
+  return std::nullopt;
+}
+
 // Tries one MatMul; returns a claim or the reason it is not one.
 std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id) {
   const NodeInfo& matmul = graph.node(matmul_id);
@@ -145,11 +232,18 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
                                                element_type_name(x.type), ", not int8/uint8")};
   }
   QuantParams xq;
-  if (auto refused = read_quant_params(graph, dq_x, x.type, xq)) return *refused;
-  if (xq.scales.size() != 1 || xq.block_size > 0) {
-    return Refused{"per_axis_activation",
-                   str_cat("activation '", x.name, "' has ", xq.scales.size(),
-                           " scales; only a per-tensor activation scale folds")};
+  ActivationQuant row_quant;
+  if (graph.is_constant(dq_x.input(1))) {
+    if (auto refused = read_quant_params(graph, dq_x, x.type, xq)) return *refused;
+    if (xq.block_size > 0) {
+      return Refused{"per_axis_activation",
+                     str_cat("activation '", x.name, "' is quantized in blocks; no block folds")};
+    }
+    if (xq.scales.size() > 1) {
+      if (auto refused = per_row_activation(x, xq, row_quant)) return *refused;
+    }
+  } else if (auto refused = runtime_activation_quant(graph, dq_x, x, row_quant)) {
+    return *refused;
   }
   if (x.has_shape && (x.shape.size() < 2 || (x.shape.back() >= 0 && x.shape.back() != k))) {
     return Refused{"activation_shape", str_cat("activation '", x.name, "' has shape ",
@@ -167,8 +261,17 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
   qdq.activation_type = x.type;
   qdq.spec.k = k;
   qdq.spec.n = n;
-  qdq.spec.x_scale = xq.scales[0];
-  qdq.spec.x_zero_point = xq.zero_points[0];
+  if (row_quant.per_row) {
+    qdq.spec.x_per_row = true;
+    qdq.x_row_scales = row_quant.scales;
+    qdq.x_row_zero_points = row_quant.zero_points;
+    qdq.x_scale_input = row_quant.scale_input;
+    qdq.x_zero_point_input = row_quant.zero_point_input;
+    qdq.x_axis = row_quant.axis;
+  } else {
+    qdq.spec.x_scale = xq.scales[0];
+    qdq.spec.x_zero_point = xq.zero_points[0];
+  }
   qdq.spec.w_scales = wq.scales;
   qdq.spec.w_zero_points = wq.zero_points;
 
@@ -176,6 +279,12 @@ std::variant<Claim, Refused> match_one(const GraphView& graph, NodeId matmul_id)
   // output and recovers the integers exactly (see QdqMatMul::run_from_dequantized).
   const ValueInfo& x_dq_out = graph.value(dq_x.outputs[0]);
   qdq.activation_dequantized = x_dq_out.consumers.size() != 1 || x_dq_out.is_graph_output;
+  if (qdq.activation_dequantized && !row_quant.scale_input.empty()) {
+    // The group would requantize the shared DequantizeLinear's output with scales only that
+    // node reads: they never reach the fused node.
+    return Refused{"shared_activation_dequantize",
+                   str_cat("'", dq_x.name, "' has runtime scales and feeds other nodes too")};
+  }
   if (qdq.activation_dequantized) {
     qdq.activation_name = x_dq_out.name;
   } else {

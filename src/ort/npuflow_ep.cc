@@ -383,6 +383,18 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
         str_cat("activation '", claim.activation_name, "' is not an input of the fused node"));
   }
   binding.activation_input = *activation;
+  if (claim.spec.x_per_row) {
+    binding.x_axis = claim.x_axis;
+    binding.x_scales = claim.x_row_scales;
+    binding.x_zero_points = claim.x_row_zero_points;
+    for (auto [name, index] : {std::pair{&claim.x_scale_input, &binding.x_scale_input},
+                               std::pair{&claim.x_zero_point_input, &binding.x_zero_point_input}}) {
+      if (name->empty()) continue;
+      const auto at = index_of(input_names, *name);
+      if (!at) return internal_error(str_cat("'", *name, "' is not an input of the fused node"));
+      *index = static_cast<int64_t>(*at);
+    }
+  }
 
   binding.min_rows = knobs_.integer("min_rows");
 

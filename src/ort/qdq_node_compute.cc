@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "graph/graph_view.h"
 #include "ort/fused_node_inputs.h"
 
 namespace npuflow::ort {
@@ -19,12 +20,43 @@ QdqNodeCompute::QdqNodeCompute(std::shared_ptr<const QdqMatMul> kernel, QdqNodeB
       reference_(reference) {}
 
 Status QdqNodeCompute::run_kernel(const QdqMatMul& kernel, const void* a, int64_t m, void* out,
-                                  const ExecContext& exec) const {
+                                  const ExecContext& exec, const RowQuantization* rows) const {
   if (binding_.activation_dequantized) {
     return kernel.run_from_dequantized(static_cast<const float*>(a), binding_.activation_type, m,
-                                       out, exec);
+                                       out, exec, rows);
   }
-  return kernel.run(a, binding_.activation_type, m, out, exec);
+  return kernel.run(a, binding_.activation_type, m, out, exec, rows);
+}
+
+Status QdqNodeCompute::row_quantization(OrtKernelContext* context, const std::vector<int64_t>& dims,
+                                        RowQuantizationBuffers& out) const {
+  std::vector<float> scales = binding_.x_scales;
+  std::vector<int32_t> zero_points = binding_.x_zero_points;
+  if (binding_.x_scale_input >= 0) {
+    auto in = read_input(context, static_cast<size_t>(binding_.x_scale_input), "activation scale");
+    if (!in.is_ok()) return in.status();
+    if (in.value().type != ElementType::kFloat32)
+      return invalid_argument("the activation scale is not float32");
+    const auto* p = static_cast<const float*>(in.value().data);
+    scales.assign(p, p + element_count(in.value().shape));
+  }
+  if (binding_.x_zero_point_input >= 0) {
+    auto in = read_input(context, static_cast<size_t>(binding_.x_zero_point_input),
+                         "activation zero point");
+    if (!in.is_ok()) return in.status();
+    if (in.value().type != binding_.activation_type)
+      return invalid_argument("the activation zero point's type is not the activation's");
+    const int64_t count = element_count(in.value().shape);
+    zero_points.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      zero_points[static_cast<size_t>(i)] = binding_.activation_type == ElementType::kUInt8
+                                                ? static_cast<const uint8_t*>(in.value().data)[i]
+                                                : static_cast<const int8_t*>(in.value().data)[i];
+    }
+  }
+  // A scalar runtime scale is per tensor: any leading axis reads it alike.
+  const int64_t axis = scales.size() == 1 && zero_points.size() == 1 ? 0 : binding_.x_axis;
+  return expand_row_quantization(dims, axis, scales, zero_points, out);
 }
 
 Status QdqNodeCompute::compute(OrtKernelContext* context) const {
@@ -48,6 +80,14 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   }
   int64_t m = 1;
   for (size_t i = 0; i + 1 < rank; ++i) m *= dims[i];
+  thread_local RowQuantizationBuffers row_buffers;
+  RowQuantization rows_view;
+  const RowQuantization* rows = nullptr;
+  if (spec.x_per_row) {
+    NPUFLOW_RETURN_IF_ERROR(row_quantization(context, dims, row_buffers));
+    rows_view = row_buffers.view();
+    rows = &rows_view;
+  }
   dims.back() = spec.n;
 
   OrtValue* output = nullptr;
@@ -64,7 +104,7 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
       !kernel_->on_device() || m < binding_.min_rows) {
     // Unverified, verified already, or this run takes the host loop anyway (the reference's own
     // arithmetic): the plain path, which allocates nothing.
-    return run_kernel(*kernel_, a, m, out, exec);
+    return run_kernel(*kernel_, a, m, out, exec, rows);
   }
   const ElementType out_type = spec.output ? spec.output->type : ElementType::kFloat32;
   const std::vector<NodeOutput> outputs = {{out_type, out, m * spec.n}};
@@ -74,11 +114,11 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
         // While the node is pending only the checking run calls the device through this
         // kernel (smaller runs take the host loop), so a change in its device count is ours.
         const int64_t before = kernel_->counters().device_calls.load();
-        NPUFLOW_RETURN_IF_ERROR(run_kernel(*kernel_, a, m, to[0].data, exec));
+        NPUFLOW_RETURN_IF_ERROR(run_kernel(*kernel_, a, m, to[0].data, exec, rows));
         return kernel_->counters().device_calls.load() > before;
       },
       [&](const std::vector<NodeOutput>& to) {
-        return run_kernel(*reference_, a, m, to[0].data, exec);
+        return run_kernel(*reference_, a, m, to[0].data, exec, rows);
       });
 }
 

@@ -7,6 +7,7 @@
 
 #include "ort/fused_node_compute.h"
 #include "quant/qdq_matmul.h"
+#include "quant/row_quantization.h"
 #include "route/claim_verifier.h"
 
 namespace npuflow::ort {
@@ -16,6 +17,12 @@ struct QdqNodeBinding {
   ElementType activation_type;  // int8/uint8 (or the type a float input was quantized from)
   bool activation_dequantized = false;
   int64_t min_rows = 1;  // the kernel's: fewer rows run the host loop and prove nothing
+  // Per-row activation quantization (the spec's x_per_row): along `x_axis` of the activation,
+  // constants, or the fused node inputs given (-1: the constants).
+  int64_t x_axis = 0;
+  std::vector<float> x_scales;
+  std::vector<int32_t> x_zero_points;
+  int64_t x_scale_input = -1, x_zero_point_input = -1;
 };
 
 class QdqNodeCompute final : public FusedNodeCompute {
@@ -29,7 +36,10 @@ class QdqNodeCompute final : public FusedNodeCompute {
  private:
   Status compute(OrtKernelContext* context) const override;
   Status run_kernel(const QdqMatMul& kernel, const void* a, int64_t m, void* out,
-                    const ExecContext& exec) const;
+                    const ExecContext& exec, const RowQuantization* rows) const;
+  // This run's per-row scales and zero points, from the binding's constants or inputs.
+  Status row_quantization(OrtKernelContext* context, const std::vector<int64_t>& dims,
+                          RowQuantizationBuffers& out) const;
 
   std::shared_ptr<const QdqMatMul> kernel_;
   QdqNodeBinding binding_;

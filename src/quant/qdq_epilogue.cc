@@ -27,7 +27,7 @@ QdqEpilogue::QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight) : spec_(
     multiplier_[col] = multiplier;
     if (zp_w_[col] != 0) needs_row_sums_ = true;
   }
-  if (spec.x_zero_point != 0) {
+  if (spec.x_zero_point != 0 || spec.x_per_row) {
     column_sums_.assign(n, 0);
     for (int64_t kk = 0; kk < spec.k; ++kk) {
       const int8_t* row = weight + kk * n;
@@ -44,6 +44,14 @@ QdqEpilogue::QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight) : spec_(
     if (zp_x != 0) {
       column_bias_[col] =
           static_cast<double>(-zp_x * column_sums_[col] + spec.k * zp_x * int64_t{zp_w_[col]});
+    }
+  }
+  if (spec.x_per_row) {
+    column_term_.resize(n);
+    w_scale_.resize(n);
+    for (int64_t col = 0; col < n; ++col) {
+      column_term_[col] = static_cast<double>(spec.k * int64_t{zp_w_[col]} - column_sums_[col]);
+      w_scale_[col] = spec.w_scales.size() == 1 ? spec.w_scales[0] : spec.w_scales[col];
     }
   }
 }
@@ -64,8 +72,9 @@ void QdqEpilogue::compute_row_sums(const void* a, ElementType a_type, int64_t m,
   }
 }
 
-void QdqEpilogue::apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out) const {
-  apply_block(acc, spec_.n, 0, 0, m, spec_.n, row_sums, out);
+void QdqEpilogue::apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out,
+                        const RowQuantization* rows) const {
+  apply_block(acc, spec_.n, 0, 0, m, spec_.n, row_sums, out, rows);
 }
 
 namespace {
@@ -115,17 +124,36 @@ NPUFLOW_CLONED void scale_row(const int32_t* acc, const double* column_bias, con
 }  // namespace
 
 void QdqEpilogue::apply_block(const int32_t* acc, int64_t ld, int64_t row, int64_t col,
-                              int64_t rows, int64_t cols, const int64_t* row_sums,
-                              void* out) const {
+                              int64_t rows, int64_t cols, const int64_t* row_sums, void* out,
+                              const RowQuantization* quant) const {
   const int64_t n = spec_.n;
   const double* column_bias = column_bias_.data() + col;
   const double* zp_w = zp_w_double_.data() + col;
   const double* multiplier = multiplier_.data() + col;
+  // Per-row activations: each row's column bias and multiplier, formed as the per-tensor ones
+  // are (integers exact in double; s_x * s_w exact, one rounding dividing by s_y).
+  thread_local std::vector<double> row_bias, row_multiplier;
+  if (spec_.x_per_row) {
+    row_bias.resize(static_cast<size_t>(cols));
+    row_multiplier.resize(static_cast<size_t>(cols));
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t* acc_row = acc + r * ld;
     const int64_t out_row = row + r;
     const double row_sum = needs_row_sums_ ? static_cast<double>(row_sums[out_row]) : 0.0;
     const int64_t offset = out_row * n + col;
+    if (spec_.x_per_row) {
+      const double zp_x = quant->zero_points[out_row];
+      const double s_x = quant->scales[out_row];
+      for (int64_t c = 0; c < cols; ++c) {
+        row_bias[static_cast<size_t>(c)] = zp_x * column_term_[static_cast<size_t>(col + c)];
+        double m = s_x * w_scale_[static_cast<size_t>(col + c)];
+        if (spec_.output) m /= static_cast<double>(spec_.output->scale);
+        row_multiplier[static_cast<size_t>(c)] = m;
+      }
+      column_bias = row_bias.data();
+      multiplier = row_multiplier.data();
+    }
     if (!spec_.output) {
       scale_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols,
                 static_cast<float*>(out) + offset);

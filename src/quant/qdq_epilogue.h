@@ -5,6 +5,9 @@
 //   int out:   y = saturate(round_half_to_even(acc' * s_x * s_w[n] / s_y) + zp_y)
 //   float out: y = float(acc' * s_x * s_w[n])
 //
+// The activation's scale and zero point are per tensor, or per row (s_x[m], zp_x[m]: the
+// per-token quantization of LLM QDQ exports), given with each run.
+//
 // The output zero point is added after rounding: rounding after an integer shift would move
 // exact ties to the wrong neighbour. The scale product is formed in double, so the only rounding
 // is the final one.
@@ -31,9 +34,18 @@ struct QdqGemmSpec {
   int64_t n = 0;
   float x_scale = 1.0f;
   int32_t x_zero_point = 0;
+  // The activation's scale and zero point come per row with each run (RowQuantization); the two
+  // above are then unused.
+  bool x_per_row = false;
   std::vector<float> w_scales;            // 1 (per tensor) or n (per output column)
   std::vector<int32_t> w_zero_points;     // 1 or n, already shifted for uint8 weights
   std::optional<QuantizedOutput> output;  // absent: float output
+};
+
+// One run's per-row activation quantization: row m's scale and zero point, m rows each.
+struct RowQuantization {
+  const float* scales = nullptr;
+  const int32_t* zero_points = nullptr;
 };
 
 class QdqEpilogue {
@@ -47,13 +59,17 @@ class QdqEpilogue {
   // Row sums of the activation, only meaningful when needs_row_sums().
   void compute_row_sums(const void* a, ElementType a_type, int64_t m, int64_t* row_sums) const;
 
-  // acc: M x N int32 accumulators; out: int8/uint8 (quantized output) or float, M x N.
-  void apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out) const;
+  // acc: M x N int32 accumulators; out: int8/uint8 (quantized output) or float, M x N. `rows`
+  // carries the per-row activation quantization when the spec has x_per_row (else null).
+  void apply(const int32_t* acc, const int64_t* row_sums, int64_t m, void* out,
+             const RowQuantization* rows = nullptr) const;
 
   // The same for one block of the result: `rows` x `cols` accumulators at (row, col) with row
-  // stride `ld`, written into the full M x N output. row_sums is indexed by absolute row.
+  // stride `ld`, written into the full M x N output. row_sums (and `quant`) are indexed by
+  // absolute row.
   void apply_block(const int32_t* acc, int64_t ld, int64_t row, int64_t col, int64_t rows,
-                   int64_t cols, const int64_t* row_sums, void* out) const;
+                   int64_t cols, const int64_t* row_sums, void* out,
+                   const RowQuantization* quant = nullptr) const;
 
   const QdqGemmSpec& spec() const { return spec_; }
 
@@ -65,6 +81,10 @@ class QdqEpilogue {
   std::vector<double> multiplier_;    // s_x * s_w[n] / s_y (or without s_y for float out)
   std::vector<double> column_bias_;   // -zp_x * colsum_w[n] + K * zp_x * zp_w[n]
   std::vector<double> zp_w_double_;
+  // Per-row activations: K * zp_w[n] - colsum_w[n] (times zp_x[m], the column bias of row m),
+  // and s_w[n] / 1 (times s_x[m], then divided by s_y, the multiplier of row m).
+  std::vector<double> column_term_;
+  std::vector<double> w_scale_;
 };
 
 // Round half to even, then add the zero point, then saturate to the output type's range.

@@ -88,8 +88,11 @@ QdqMatMul::QdqMatMul(std::string name, QdqEpilogue epilogue, std::vector<int8_t>
       logger_(std::move(logger)) {}
 
 Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
-                      const ExecContext& context) const {
+                      const ExecContext& context, const RowQuantization* rows) const {
   const QdqGemmSpec& spec = epilogue_.spec();
+  if (spec.x_per_row &&
+      (rows == nullptr || rows->scales == nullptr || rows->zero_points == nullptr))
+    return internal_error(str_cat(name_, ": a per-row group ran without its row scales"));
   Scratch& scratch = thread_scratch();
   int64_t* row_sums = nullptr;
   if (epilogue_.needs_row_sums()) {
@@ -99,7 +102,7 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
   auto host_loop = [&] {
     int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
     int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
-    epilogue_.apply(acc, row_sums, m, out);
+    epilogue_.apply(acc, row_sums, m, out, rows);
   };
   if (m < min_rows_) {
     counters_.host_row_calls++;
@@ -128,10 +131,11 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
     counters_.padded_calls++;
   }
   // The epilogue runs on each block as the device finishes it, on the device's worker thread.
-  const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t rows, int64_t cols,
+  const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t block_rows, int64_t cols,
                                   const int32_t* block, int64_t ld) {
     if (row >= m) return;  // padding rows
-    epilogue_.apply_block(block, ld, row, col, std::min(rows, m - row), cols, row_sums, out);
+    epilogue_.apply_block(block, ld, row, col, std::min(block_rows, m - row), cols, row_sums, out,
+                          rows);
   };
   Status status = device_->gemm_int8_blocks(device_a, a_type, device_rows, *packed_, sink, context);
   if (status.is_ok()) {
@@ -155,8 +159,12 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
 }
 
 Status QdqMatMul::run_from_dequantized(const float* a, ElementType quantized_type, int64_t m,
-                                       void* out, const ExecContext& context) const {
+                                       void* out, const ExecContext& context,
+                                       const RowQuantization* rows) const {
   const QdqGemmSpec& spec = epilogue_.spec();
+  if (spec.x_per_row &&
+      (rows == nullptr || rows->scales == nullptr || rows->zero_points == nullptr))
+    return internal_error(str_cat(name_, ": a per-row group ran without its row scales"));
   const int64_t count = m * spec.k;
   uint8_t* q = sized(thread_scratch().activations, static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
@@ -164,11 +172,16 @@ Status QdqMatMul::run_from_dequantized(const float* a, ElementType quantized_typ
     if (!std::isfinite(value)) {
       return invalid_argument(str_cat(name_, ": activation ", i, " is not finite"));
     }
-    const int32_t integer =
-        static_cast<int32_t>(std::nearbyint(value / spec.x_scale)) + spec.x_zero_point;
+    const int64_t row = i / spec.k;
+    const float scale = spec.x_per_row ? rows->scales[row] : spec.x_scale;
+    const int32_t zero_point = spec.x_per_row ? rows->zero_points[row] : spec.x_zero_point;
+    // A zero scale made every value 0: any integer dequantizes to it, the zero point is one.
+    const int32_t integer = scale == 0.0f
+                                ? zero_point
+                                : static_cast<int32_t>(std::nearbyint(value / scale)) + zero_point;
     q[i] = static_cast<uint8_t>(integer);  // two's complement keeps int8 values intact
   }
-  return run(q, quantized_type, m, out, context);
+  return run(q, quantized_type, m, out, context, rows);
 }
 
 }  // namespace npuflow

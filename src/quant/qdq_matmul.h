@@ -34,14 +34,16 @@ class QdqMatMul {
                                                    Logger logger);
 
   // a: M x K int8/uint8 activations (already quantized). out: M x N int8/uint8 or float.
-  Status run(const void* a, ElementType a_type, int64_t m, void* out,
-             const ExecContext& context) const;
+  // `rows`: the per-row activation scales and zero points when the spec has x_per_row.
+  Status run(const void* a, ElementType a_type, int64_t m, void* out, const ExecContext& context,
+             const RowQuantization* rows = nullptr) const;
 
   // a: M x K float activations that a shared DequantizeLinear produced from int8/uint8 values
   // with this group's x scale and zero point. Quantizing them again with the same parameters
   // recovers the original integers exactly, because |a/s - q + zp| stays far below 0.5.
   Status run_from_dequantized(const float* a, ElementType quantized_type, int64_t m, void* out,
-                              const ExecContext& context) const;
+                              const ExecContext& context,
+                              const RowQuantization* rows = nullptr) const;
 
   const QdqGemmSpec& spec() const { return epilogue_.spec(); }
   const QdqMatMulCounters& counters() const { return counters_; }
