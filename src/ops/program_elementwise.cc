@@ -48,13 +48,19 @@ T wrap_mul(T a, T b) {
   return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
 }
 
-// Float to integer as x86's truncating conversion does it: NaN and values out of range give the
-// "integer indefinite" value, the most negative one.
+// Float to integer as this CPU's truncating conversion does it (the CPU EP's Cast is a plain
+// C++ conversion): on x86 NaN and values out of range give the "integer indefinite" value, the
+// most negative one; on Arm (fcvtzs) they saturate and NaN gives 0.
 template <typename To>
 To float_to_int(float x) {
   constexpr auto lo = static_cast<float>(std::numeric_limits<To>::min());
-  if (!(x >= lo && x < -lo)) return std::numeric_limits<To>::min();
-  return static_cast<To>(x);
+  if (x >= lo && x < -lo) return static_cast<To>(x);
+#if defined(__aarch64__)
+  if (std::isnan(x)) return To{0};
+  return x < 0 ? std::numeric_limits<To>::min() : std::numeric_limits<To>::max();
+#else
+  return std::numeric_limits<To>::min();
+#endif
 }
 
 template <typename To, typename From>
