@@ -122,15 +122,21 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
       return Status::ok();
     }
     const ValueId ids = view.find_value(s.gather_indices);
-    if (!view.is_constant(ids) || view.value(ids).type != ElementType::kInt64 ||
-        table.shape.size() != 2)
-      return internal_error("a gathered side operand is not a constant int64 gather of rows");
+    const bool wide = ids != kNoValue && view.value(ids).type == ElementType::kInt64;
+    const bool narrow = ids != kNoValue && view.value(ids).type == ElementType::kInt32;
+    if (!view.is_constant(ids) || !(wide || narrow) || table.shape.size() != 2)
+      return internal_error("a gathered side operand is not a constant integer gather of rows");
     const ValueInfo& iv = view.value(ids);
-    const auto* idx = static_cast<const int64_t*>(iv.constant->data);
-    const size_t count = iv.constant->bytes / 8;
+    // Gather takes int32 or int64 indices.
+    auto index_at = [&](size_t i) -> int64_t {
+      return wide ? static_cast<const int64_t*>(iv.constant->data)[i]
+                  : static_cast<const int32_t*>(iv.constant->data)[i];
+    };
+    const size_t count = iv.constant->bytes / (wide ? 8 : 4);
     std::vector<float> rows;
     for (size_t i = 0; i < count; ++i) {
-      int64_t r = idx[i] < 0 ? idx[i] + table.shape[0] : idx[i];
+      const int64_t at = index_at(i);
+      int64_t r = at < 0 ? at + table.shape[0] : at;
       if (r < 0 || r >= table.shape[0]) return invalid_argument("gather index out of range");
       rows.insert(rows.end(), table.data + r * table.shape[1],
                   table.data + (r + 1) * table.shape[1]);
