@@ -15,14 +15,15 @@ install-stage: build
 
 # dist/npuflow-<version>-py3-none-manylinux_*.whl: the install tree as a package, repaired by
 # auditwheel (oneDNN and its OpenMP / OpenCL loaders vendored into npuflow.libs). ONNX Runtime
-# (the user's, a dependency) and ggml-base (the host program's own) are never vendored.
+# (the user's, a dependency) and ggml-base and ggml (the host program's own) are never vendored.
 wheel: install-stage
 	bash tools/setup_packaging.sh
 	rm -rf $(WHEEL_RAW_DIR) $(DIST_DIR)/npuflow-$(VERSION)-*.whl
 	$(PYTHON) python/build_wheel.py --stage $(STAGE_DIR) --version-file VERSION --license LICENSE \
 	  --out $(WHEEL_RAW_DIR)
 	tools=$$(bash tools/setup_packaging.sh path tools); PATH=$$tools/bin:$$PATH \
-	  $$tools/bin/auditwheel repair --exclude 'libggml-base.so*' --exclude 'libonnxruntime.so*' \
+	  $$tools/bin/auditwheel repair --exclude 'libggml-base.so*' --exclude 'libggml.so*' \
+	    --exclude 'libonnxruntime.so*' \
 	  -w $(DIST_DIR) $(WHEEL_RAW_DIR)/npuflow-$(VERSION)-*.whl && \
 	  PATH=$$tools/bin:$$PATH $$tools/bin/auditwheel show $(DIST_DIR)/npuflow-$(VERSION)-*.whl
 

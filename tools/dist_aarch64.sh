@@ -22,13 +22,13 @@ cp -L "$ort_dir/lib/libonnxruntime.so.1" "$lib/libonnxruntime.so.1"
 
 # Every library a binary here needs is bundled from the arm64 packages the build linked (oneDNN,
 # libgomp, and what they need in turn), except glibc's and the C++ runtime's, which every board
-# has, and ggml-base, which the program that loads the ggml module (llama.cpp) provides. Each
+# has, and ggml-base and ggml, which the program that loads the ggml module (llama.cpp) provides. Each
 # keeps its SONAME, so a program that already loaded the system's copy (llama.cpp's libgomp)
 # shares it instead of loading a second one, and finds its own dependencies beside it.
 provided() {
   case $1 in
     libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | librt.so.1 | libstdc++.so.6 | \
-      libgcc_s.so.1 | ld-linux-aarch64.so.1 | libggml-base.so*) return 0 ;;
+      libgcc_s.so.1 | ld-linux-aarch64.so.1 | libggml-base.so* | libggml.so*) return 0 ;;
   esac
   return 1
 }

@@ -18,7 +18,8 @@ cache=${NPUFLOW_CACHE:-$HOME/.cache/npuflow}
 log() { printf 'setup-cross: %s\n' "$*" >&2; }
 
 ort_dir() { echo "$cache/onnxruntime-aarch64-$ORT_AARCH64_WHEEL_VERSION"; }
-llama_build_dir() { echo "$cache/llama.cpp-$LLAMA_CPP_PYTHON_VERSION/build-aarch64"; }
+# ggml-base and ggml (its backend registry; backends stay loadable modules): the ggml module links both.
+llama_build_dir() { echo "$cache/llama.cpp-$LLAMA_CPP_PYTHON_VERSION/build-aarch64-ggml"; }
 dnnl_version() { dpkg-query -W -f='${Version}' libdnnl2:arm64 2>/dev/null || echo none; }
 dnnl_dir() { echo "$cache/dnnl-dev-arm64-$(dnnl_version)"; }
 
@@ -91,13 +92,13 @@ install_ggml_base_aarch64() {
   local src="$cache/llama.cpp-$LLAMA_CPP_PYTHON_VERSION/src" dest
   dest=$(llama_build_dir)
   [[ -f $dest/.complete ]] && return
-  log "cross-building ggml-base $LLAMA_CPP_PYTHON_VERSION for aarch64 into $dest"
+  log "cross-building ggml-base and ggml $LLAMA_CPP_PYTHON_VERSION for aarch64 into $dest"
   cmake -S "$src" -B "$dest" -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DBUILD_SHARED_LIBS=ON \
     -DGGML_BACKEND_DL=ON -DGGML_NATIVE=OFF -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >/dev/null
-  cmake --build "$dest" -j "${JOBS:-2}" --target ggml-base
+  cmake --build "$dest" -j "${JOBS:-2}" --target ggml-base ggml
   touch "$dest/.complete"
 }
 
