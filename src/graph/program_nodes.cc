@@ -98,7 +98,9 @@ bool program_node_ok(const GraphView& g, NodeId n, std::string& why) {
                                         "detect_positive",
                                         "saturate",
                                         "batch_dims"};
-    if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; })) {
+    const std::string& name = key;  // a structured binding: lambdas cannot capture it in clang 14
+    if (std::none_of(std::begin(known), std::end(known),
+                     [&](const char* k) { return name == k; })) {
       why = str_cat("'", node.name, "' (", node.op_type, ") has attribute '", key, "'");
       return false;
     }
