@@ -43,24 +43,6 @@ void zero_rows(float* buffer, int64_t from, int64_t to, int64_t cols) {
 
 }  // namespace
 
-const char* encoder_activation_name(EncoderActivation activation) {
-  switch (activation) {
-    case EncoderActivation::kGeluErf:
-      return "gelu_erf";
-    case EncoderActivation::kGeluTanh:
-      return "gelu_tanh";
-    case EncoderActivation::kQuickGelu:
-      return "quick_gelu";
-  }
-  return "?";
-}
-
-int64_t FloatRef::count() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1;
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches;
