@@ -21,6 +21,20 @@ bool overflows_half(float value, uint16_t half) {
   return std::isfinite(value) && (half & 0x7fffu) == 0x7c00u;
 }
 
+// Why fp16 rounding must not reach a layer's q and k, or "" when it may. A softmax logit moves
+// by about |logit| * 2^-10 when q and k carry fp16 rounding; trained models keep logits at O(10)
+// with the usual 1/sqrt(head_dim) scale, so that is noise. A scale far beyond it (or one that is
+// not finite) makes the softmax an argmax that such rounding reorders, wherever it came from.
+constexpr float kMaxScaleOverNominal = 16.0f;
+
+std::string fp16_attention_hazard(float scale, int64_t head_dim) {
+  const float nominal = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (!std::isfinite(scale)) return "the attention scale is not finite";
+  if (std::fabs(scale) <= kMaxScaleOverNominal * nominal) return {};
+  return str_cat("the attention scale ", scale, " is ", std::fabs(scale) / nominal,
+                 "x 1/sqrt(head_dim): fp16 rounding before its softmax would reorder it");
+}
+
 constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
 
 int64_t pad_rows(int64_t rows) {
@@ -74,7 +88,9 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   Device& dev = *plan->device_;
 
   // Packs a dense layer (or several side by side along N) once onto the device.
-  auto pack = [&](const std::vector<const DenseWeights*>& parts) -> Result<Dense> {
+  // `keep_exact` keeps the projection off an fp16 device (see `last_hazard` below).
+  auto pack = [&](const std::vector<const DenseWeights*>& parts,
+                  bool keep_exact = false) -> Result<Dense> {
     Dense dense;
     const DenseWeights& first = *parts.front();
     const int64_t k = first.transposed ? first.weight.shape[1] : first.weight.shape[0];
@@ -117,22 +133,24 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     if (plan->host_) {
       // An NPU computes fp16: pack the weight rounded to fp16, and keep an exact host copy for
       // the calls it refuses (contract, tiling) or fails.
-      std::vector<uint16_t> half(w.size());
-      bool in_range = true;
-      for (size_t i = 0; i < w.size(); ++i) {
-        half[i] = float_to_half_bits(w[i]);
-        in_range = in_range && !overflows_half(w[i], half[i]);
-      }
-      auto packed = in_range ? dev.pack_fp16_weight(half.data(), k, n_total)
-                             : Result<std::unique_ptr<PackedWeight>>(
-                                   unsupported("a weight is beyond fp16's range"));
-      if (packed.is_ok()) {
-        dense.packed = std::move(packed).value();
-        dense.fp16 = true;
-      } else {
-        plan->logger_.warning(str_cat(plan->name_, ": ", dev.name(), " cannot hold a ", k, "x",
-                                      n_total, " weight (", packed.status().to_string(),
-                                      "); it runs on the host"));
+      if (!keep_exact) {
+        std::vector<uint16_t> half(w.size());
+        bool in_range = true;
+        for (size_t i = 0; i < w.size(); ++i) {
+          half[i] = float_to_half_bits(w[i]);
+          in_range = in_range && !overflows_half(w[i], half[i]);
+        }
+        auto packed = in_range ? dev.pack_fp16_weight(half.data(), k, n_total)
+                               : Result<std::unique_ptr<PackedWeight>>(
+                                     unsupported("a weight is beyond fp16's range"));
+        if (packed.is_ok()) {
+          dense.packed = std::move(packed).value();
+          dense.fp16 = true;
+        } else {
+          plan->logger_.warning(str_cat(plan->name_, ": ", dev.name(), " cannot hold a ", k, "x",
+                                        n_total, " weight (", packed.status().to_string(),
+                                        "); it runs on the host"));
+        }
       }
       auto fallback = plan->host_->pack_float_weight(w.data(), k, n_total);
       if (!fallback.is_ok()) return fallback.status();
@@ -152,6 +170,24 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     return n;
   };
 
+  // The last layer whose softmax fp16 rounding would reorder. Everything before its softmax feeds
+  // it, so on an fp16 device the projections up to and including its q/k/v stay exact.
+  int64_t last_hazard = -1;
+  if (plan->host_) {
+    std::string hazard;
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+      std::string why = fp16_attention_hazard(spec.layers[i].attention_scale, d / spec.heads);
+      if (!why.empty()) {
+        last_hazard = static_cast<int64_t>(i);
+        hazard = std::move(why);
+      }
+    }
+    if (last_hazard >= 0) {
+      plan->logger_.warning(str_cat(plan->name_, ": the projections through layer ", last_hazard,
+                                    "'s q/k/v stay on the host (", hazard, ")"));
+    }
+  }
+
   if (spec.from_pixels) {
     const FloatRef& w = spec.patch.weight;
     if (w.shape.size() != 4 || w.shape[0] != d) {
@@ -167,7 +203,7 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     as_dense.weight.shape = {d, w.shape[1] * w.shape[2] * w.shape[3]};
     as_dense.transposed = true;
     as_dense.bias = spec.patch.bias;
-    auto dense = pack({&as_dense});
+    auto dense = pack({&as_dense}, last_hazard >= 0);
     if (!dense.is_ok()) return dense.status();
     plan->patch_ = std::move(dense).value();
     plan->cls_spec_ = spec.cls;
@@ -193,6 +229,7 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   }
   if (spec.pre_norm) plan->pre_norm_ = norm(*spec.pre_norm);
   for (const EncoderLayerWeights& lw : spec.layers) {
+    const auto index = static_cast<int64_t>(plan->layers_.size());
     Layer layer;
     layer.pre_norm = lw.pre_norm;
     layer.attention_norm = lw.attention_norm || !lw.pre_norm;
@@ -218,12 +255,12 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     }
     if (layer.attention_norm) layer.norm1 = norm(lw.norm1);
     layer.norm2 = norm(lw.norm2);
-    auto qkv = pack({&lw.q, &lw.k, &lw.v});
+    auto qkv = pack({&lw.q, &lw.k, &lw.v}, index <= last_hazard);
     if (!qkv.is_ok()) return qkv.status();
     layer.qkv = std::move(qkv).value();
     for (auto [src, dst] : {std::pair{&lw.o, &layer.o}, std::pair{&lw.fc1, &layer.fc1},
                             std::pair{&lw.fc2, &layer.fc2}}) {
-      auto dense = pack({src});
+      auto dense = pack({src}, index < last_hazard);
       if (!dense.is_ok()) return dense.status();
       *dst = std::move(dense).value();
     }
@@ -314,7 +351,9 @@ Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padd
   } else if (dense.packed) {
     status = device_->gemm_float(x, rows_padded, *dense.packed, y, context);
   } else {
-    status = unsupported("the weight is not on the device");
+    // Packed for the host at compile time, which logged why; not a device refusal.
+    if (!dense.fallback) return internal_error("a projection has no packed weight");
+    NPUFLOW_RETURN_IF_ERROR(host_->gemm_float(x, rows_padded, *dense.fallback, y, context));
   }
   if (!status.is_ok()) {
     if (!dense.fallback) return status;

@@ -23,6 +23,9 @@ CHILD = Path(__file__).resolve().parent / "fuzz_child.py"
 DEVICE_REFUSALS = [
     (re.compile(r"cannot hold a \d+x\d+ weight \((.*?)\); it runs on the host"),
      "weight kept on the host"),
+    (re.compile(r"projections through layer \d+'s q/k/v stay on the host \((.*)\)(?:\x1b\[m)?$",
+                re.M),
+     "projections kept exact on the host"),
     (re.compile(r"refused a \d+x\d+x\d+ projection \((.*?)\); such calls run on the host"),
      "projection call on the host"),
     (re.compile(r"npu_qdq_pack_fallback \S+ k=-?\d+ n=-?\d+: (.*?); every call"),
