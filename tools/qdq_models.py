@@ -189,6 +189,28 @@ def demo_layer_model(rows=32, seed=0, per_channel=True) -> onnx.ModelProto:
     return model
 
 
+def demo_layer_float_model(rows=32, seed=0) -> onnx.ModelProto:
+    """The demo layer's seven projections in float form: plain MatMuls with Gaussian weights
+    (std 1/sqrt(K), as a trained layer's are in scale), what NPUFLOW_FLOAT_MATMUL=int8 takes."""
+    sources = {"q_proj": "hidden", "k_proj": "hidden", "v_proj": "hidden", "gate_proj": "hidden",
+               "up_proj": "hidden", "o_proj": "attention", "down_proj": "mlp"}
+    widths = {"hidden": 1024, "attention": 2048, "mlp": 3072}
+    rng = np.random.default_rng(seed)
+    nodes, inits, outputs = [], [], []
+    for name, (k, n) in QWEN3_PROJECTIONS.items():
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"{name}.weight"))
+        nodes.append(helper.make_node("MatMul", [f"{sources[name]}_float", f"{name}.weight"], [name],
+                                      name=f"{name}.matmul"))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [rows, n]))
+    inputs = [helper.make_tensor_value_info(f"{s}_float", TensorProto.FLOAT, [rows, w]) for s, w in widths.items()]
+    graph = helper.make_graph(nodes, "qwen3_layer_projections_float", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=_opsets({""}))
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["demo"])

@@ -127,8 +127,9 @@ int demo_command(const std::vector<std::string>& args) {
   std::map<std::string, std::pair<int, int>> by_matcher;  // claimed, candidates
   for (const JsonValue& graph : read_report(report)) {
     const std::string matcher = graph["matcher"].string();
-    auto& [claimed, candidates] =
-        by_matcher[matcher == "vision" ? "vision encoders" : "QDQ MatMul groups"];
+    auto& [claimed, candidates] = by_matcher[matcher == "vision"       ? "vision encoders"
+                                             : matcher == "float_int8" ? "float MatMuls as int8"
+                                                                       : "QDQ MatMul groups"];
     claimed += static_cast<int>(graph["claims"].array().size());
     candidates += static_cast<int>(graph["candidates"].integer());
   }

@@ -37,11 +37,12 @@ void print_graph(const JsonValue& graph) {
   if (graph["matcher"].string() == "vision") {
     print_encoders(graph);
   } else {
-    const bool integer = graph["matcher"].string() == "integer";
-    std::printf(
-        "graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(), claims.size(),
-        static_cast<int>(graph["candidates"].integer()),
-        integer ? "integer MatMul groups (MatMulInteger, QLinearMatMul)" : "QDQ MatMul groups");
+    const std::string& matcher = graph["matcher"].string();
+    std::printf("graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(),
+                claims.size(), static_cast<int>(graph["candidates"].integer()),
+                matcher == "integer"      ? "integer MatMul groups (MatMulInteger, QLinearMatMul)"
+                : matcher == "float_int8" ? "float MatMuls as int8 (NPUFLOW_FLOAT_MATMUL=int8)"
+                                          : "QDQ MatMul groups");
   }
   if (!claims.empty() && graph["matcher"].string() != "vision") {
     std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",

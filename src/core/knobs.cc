@@ -24,6 +24,11 @@ constexpr std::array kKnobs = {
              "(DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]), MatMulInteger "
              "and QLinearMatMul as fused integer nodes. 0 turns these claims off (the control "
              "arm)."},
+    KnobSpec{"float_matmul", "NPUFLOW_FLOAT_MATMUL", KnobKind::kChoice, "off", "off|int8",
+             "int8 also claims every float MatMul with a constant 2-D weight that no other claim "
+             "takes, as an int8 GEMM: the weight quantized once per output column, the "
+             "activation per row at run time (scale amax/127). Lossy by design (within 2% "
+             "relative error of the fp32 MatMul); taken whatever the claim policy. off: none."},
     KnobSpec{"vision", "NPUFLOW_VISION", KnobKind::kBool, "1", "",
              "Claim vision-transformer encoders (ViT, CLIP, SigLIP, DINOv2, Depth Anything) by "
              "structure and run each as one resident fused node. 0 turns the claim off."},

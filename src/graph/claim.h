@@ -14,7 +14,7 @@
 
 namespace npuflow {
 
-enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul, kTensorProgram };
+enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul, kTensorProgram, kFloatMatMul };
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
 // `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
@@ -64,6 +64,9 @@ struct IntegerMatMulClaim {
   std::string activation_scale_name;  // float output with a shared DynamicQuantizeLinear
   std::string output_name;
   IntegerMatMulSpec spec;
+  // A float MatMul taken as int8 (kFloatMatMul, NPUFLOW_FLOAT_MATMUL=int8): the weight is a float
+  // initializer quantized per column at compile time, the float activation per row at run time.
+  bool quantize_rows = false;
 };
 
 // A vision-transformer encoder: every weight by the name of its constant initializer, so Compile

@@ -126,25 +126,28 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
       continue;
     }
     std::vector<std::string> node_names;
-    if (claim.kind == ClaimKind::kIntegerMatMul) {
+    if (claim.kind == ClaimKind::kIntegerMatMul || claim.kind == ClaimKind::kFloatMatMul) {
       for (NodeId id : claim.nodes) {
         node_names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));
       }
       const IntegerMatMulClaim& group = claim.integer;
-      const size_t scales =
-          group.spec.float_output ? group.spec.w_scales.size() : group.spec.w_zero_points.size();
+      const size_t scales = group.quantize_rows       ? static_cast<size_t>(group.spec.n)
+                            : group.spec.float_output ? group.spec.w_scales.size()
+                                                      : group.spec.w_zero_points.size();
       out += str_cat(
           i ? "," : "", "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
           json_escape(claim.anchor_name), "\",\"nodes\":[", join(node_names, ","),
           "],\"k\":", group.spec.k, ",\"n\":", group.spec.n, ",\"weight_scales\":", scales,
           ",\"activation\":\"",
-          group.quantize_inside ? "float32" : element_type_name(group.activation_type),
+          group.quantize_inside || group.quantize_rows ? "float32"
+                                                       : element_type_name(group.activation_type),
           "\",\"weight\":\"", element_type_name(group.weight_type), "\",\"output\":\"",
           group.spec.float_output ? "float32" : "int32",
           "\",\"activation_dequantized\":false,\"dynamic\":",
           group.quantize_inside || !group.activation_zero_point_name.empty() ? "true" : "false",
           ",\"bias\":", group.spec.bias.empty() ? "false" : "true", ",\"note\":\"",
-          group.quantize_inside                       ? " (DynamicQuantizeLinear inside)"
+          group.quantize_rows     ? " (float MatMul as int8: weight per column, activation per row)"
+          : group.quantize_inside ? " (DynamicQuantizeLinear inside)"
           : !group.activation_zero_point_name.empty() ? " (shared DynamicQuantizeLinear on CPU)"
                                                       : "",
           "\",\"work\":", gemms_to_json(claim.work), "}");

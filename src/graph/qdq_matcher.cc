@@ -362,6 +362,8 @@ const char* claim_kind_name(ClaimKind kind) {
       return "integer_matmul";
     case ClaimKind::kTensorProgram:
       return "tensor_program";
+    case ClaimKind::kFloatMatMul:
+      return "float_matmul_int8";
   }
   return "?";
 }

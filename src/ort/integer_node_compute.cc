@@ -38,6 +38,9 @@ IntegerNodeCompute::IntegerNodeCompute(std::shared_ptr<const IntegerMatMul> kern
 Status IntegerNodeCompute::run_kernel(const IntegerMatMul& kernel, const void* a,
                                       int32_t zero_point, float scale, int64_t m, void* out,
                                       const ExecContext& exec) const {
+  if (binding_.quantize_rows) {
+    return kernel.run_rows(static_cast<const float*>(a), m, static_cast<float*>(out), exec);
+  }
   if (binding_.quantize_inside) {
     return kernel.run_dynamic(static_cast<const float*>(a), m, static_cast<float*>(out), exec);
   }
@@ -50,10 +53,10 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
   auto input = read_input(context, binding_.activation_input, "activation");
   if (!input.is_ok()) return input.status();
   std::vector<int64_t> dims = input.value().shape;
-  const ElementType expected = binding_.quantize_inside ? ElementType::kFloat32
-                               : binding_.activation_type == ElementType::kUInt8
-                                   ? ElementType::kUInt8
-                                   : ElementType::kInt8;
+  const ElementType expected =
+      binding_.quantize_inside || binding_.quantize_rows ? ElementType::kFloat32
+      : binding_.activation_type == ElementType::kUInt8  ? ElementType::kUInt8
+                                                         : ElementType::kInt8;
   if (input.value().type != expected) {
     return invalid_argument("the activation of a fused integer MatMul has an unexpected type");
   }

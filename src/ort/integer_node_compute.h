@@ -14,6 +14,7 @@ namespace npuflow::ort {
 struct IntegerNodeBinding {
   size_t activation_input = 0;  // float x (quantize_inside) or the 8-bit A
   bool quantize_inside = false;
+  bool quantize_rows = false;  // float x quantized per row (a float MatMul taken as int8)
   ElementType activation_type = ElementType::kUInt8;  // of the 8-bit A
   int64_t zero_point_input = -1;  // a runtime zero point's input index; -1: the constant below
   int32_t zero_point = 0;

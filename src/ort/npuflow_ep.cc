@@ -10,6 +10,7 @@
 #include "core/strings.h"
 #include "graph/claim_report.h"
 #include "graph/encoder_matcher.h"
+#include "graph/float_matmul_matcher.h"
 #include "graph/gemm_census.h"
 #include "graph/integer_matmul_matcher.h"
 #include "graph/program_matcher.h"
@@ -20,6 +21,7 @@
 #include "ort/integer_node_compute.h"
 #include "ort/ort_graph_view.h"
 #include "ort/qdq_node_compute.h"
+#include "quant/symmetric_quantization.h"
 #include "route/claim_policy.h"
 #include "route/claim_verifier.h"
 #include "route/device_selection.h"
@@ -248,9 +250,27 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     for (const EncoderExitRef& exit : claim.encoder.exits)
       encoders_by_exit_[exit.value] = claim.encoder;
   }
+  std::set<NodeId> taken = qdq_nodes;
+  for (const Claim& claim : encoders.claims) taken.insert(claim.nodes.begin(), claim.nodes.end());
+  // Float MatMuls as int8 (opt-in): whatever the matchers above left. An explicit request, so
+  // the claim policy does not weigh it.
+  ClaimSet float_matmuls;
+  if (knobs_.text("float_matmul") == "int8") {
+    float_matmuls = match_float_matmuls(snap.view, taken);
+    for (const Claim& claim : float_matmuls.claims) {
+      std::vector<const OrtNode*> nodes;
+      for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
+      NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(),
+                                                                    nodes.size(), &fusion));
+      taken.insert(claim.nodes.begin(), claim.nodes.end());
+      std::lock_guard<std::mutex> lock(mutex_);
+      integer_claims_by_output_[claim.integer.matmul_output] = claim.integer;
+    }
+    for (const std::string& line :
+         summarize_claims(snap.view.name, float_matmuls, "float MatMuls as int8"))
+      logger_.info(line);
+  }
   if (knobs_.flag("program_ops")) {
-    std::set<NodeId> taken = qdq_nodes;
-    for (const Claim& claim : encoders.claims) taken.insert(claim.nodes.begin(), claim.nodes.end());
     for (const Claim& claim : match_program_ops(snap.view, taken)) {
       std::vector<const OrtNode*> nodes;
       for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
@@ -272,6 +292,8 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
                               encoders.claims.end());
     every_claim.claims.insert(every_claim.claims.end(), integers.claims.begin(),
                               integers.claims.end());
+    every_claim.claims.insert(every_claim.claims.end(), float_matmuls.claims.begin(),
+                              float_matmuls.claims.end());
     const std::vector<GemmWork> host = unclaimed_gemms(snap.view, every_claim);
     write_report(claims_to_json(snap.view.name, snap.view, claims, host, "qdq"));
     if (integers.candidates > 0) {
@@ -279,6 +301,9 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     }
     if (saw_encoders) {
       write_report(claims_to_json(snap.view.name, snap.view, encoders, host, "vision"));
+    }
+    if (knobs_.text("float_matmul") == "int8") {
+      write_report(claims_to_json(snap.view.name, snap.view, float_matmuls, host, "float_int8"));
     }
   }
   return Status::ok();
@@ -340,12 +365,13 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   auto program = claimed_by(programs_by_output_);
   if (program) return compile_program(view, *program, fused_node, out);
 
-  // An integer MatMul group: its MatMulInteger's output is in the fused subgraph.
+  // An integer MatMul group: its MatMulInteger's output is in the fused subgraph (a float
+  // MatMul taken as int8: that MatMul's).
   std::optional<IntegerMatMulClaim> integer;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const NodeInfo& node : view.nodes) {
-      if (node.op_type != "MatMulInteger") continue;
+      if (node.op_type != "MatMulInteger" && node.op_type != "MatMul") continue;
       auto it = integer_claims_by_output_.find(view.value(node.outputs[0]).name);
       if (it != integer_claims_by_output_.end()) integer = it->second;
     }
@@ -430,11 +456,27 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   return Status::ok();
 }
 
-Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
+Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClaim& original,
                                   const OrtNode* fused_node, OrtNodeComputeInfo** out) {
-  auto weight_ref = quantized_weight(view, claim.weight_name, claim.spec.k, claim.spec.n);
-  if (!weight_ref.is_ok()) return weight_ref.status();
-  const ConstantData& weight = *weight_ref.value();
+  IntegerMatMulClaim claim = original;
+  const void* weight_data = nullptr;
+  SymmetricColumns quantized;  // a float weight, quantized here once
+  if (claim.quantize_rows) {
+    const ValueId id = view.find_value(claim.weight_name);
+    if (!view.is_constant(id) ||
+        view.value(id).constant->bytes != static_cast<size_t>(claim.spec.k * claim.spec.n) * 4) {
+      return internal_error(str_cat("weight '", claim.weight_name, "' is not the claimed one"));
+    }
+    quantized = quantize_columns_symmetric(static_cast<const float*>(view.value(id).constant->data),
+                                           claim.spec.k, claim.spec.n);
+    claim.spec.w_scales = quantized.scales;
+    claim.weight_type = ElementType::kInt8;
+    weight_data = quantized.values.data();
+  } else {
+    auto weight_ref = quantized_weight(view, claim.weight_name, claim.spec.k, claim.spec.n);
+    if (!weight_ref.is_ok()) return weight_ref.status();
+    weight_data = weight_ref.value()->data;
+  }
   const OrtApi& ort = *api().ort;
   std::vector<std::string> input_names;
   NPUFLOW_RETURN_IF_ERROR(fused_input_names(fused_node, input_names));
@@ -444,6 +486,7 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
   };
   IntegerNodeBinding binding;
   binding.quantize_inside = claim.quantize_inside;
+  binding.quantize_rows = claim.quantize_rows;
   binding.activation_type = claim.activation_type;
   binding.zero_point = claim.activation_zero_point;
   const int64_t activation = input_index(claim.activation_name);
@@ -462,12 +505,13 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
   auto kernel =
-      IntegerMatMul::create(fused_name ? fused_name : claim.matmul_output, claim.spec, weight.data,
+      IntegerMatMul::create(fused_name ? fused_name : claim.matmul_output, claim.spec, weight_data,
                             claim.weight_type, device_, knobs_.integer("min_rows"), logger_);
   if (!kernel.is_ok()) return kernel.status();
   std::shared_ptr<const IntegerMatMul> shared = std::move(kernel).value();
   logger_.verbose(str_cat("compiled ", fused_name ? fused_name : "?", ": integer k=", claim.spec.k,
                           " n=", claim.spec.n, claim.quantize_inside ? " dynamic" : "",
+                          claim.quantize_rows ? " float-as-int8" : "",
                           claim.spec.float_output ? " float" : " int32",
                           " out, resident=", shared->resident_bytes(), " bytes"));
   totals_->integer_kernels.push_back(shared);
@@ -475,7 +519,7 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
   if (reference_device_ && claim.spec.float_output) {
     // The same group on the host: exact integers and the same fp32 epilogue, bit for bit.
     auto reference = IntegerMatMul::create(str_cat(fused_name ? fused_name : "", "/reference"),
-                                           claim.spec, weight.data, claim.weight_type,
+                                           claim.spec, weight_data, claim.weight_type,
                                            reference_device_, binding.min_rows, logger_);
     if (!reference.is_ok()) return reference.status();
     std::shared_ptr<const IntegerMatMul> ref = std::move(reference).value();

@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
 #include "quant/dynamic_quantize.h"
+#include "quant/symmetric_quantization.h"
 
 namespace npuflow {
 namespace {
@@ -19,6 +20,8 @@ struct Scratch {
   std::vector<float> multipliers;
   std::vector<uint8_t> quantized;
   std::vector<uint8_t> padded_rows;
+  std::vector<float> row_scales;
+  std::vector<int64_t> float_rows;
 };
 
 Scratch& thread_scratch() {
@@ -34,6 +37,7 @@ struct IntegerMatMul::CallTerms {
   const int64_t* column_terms = nullptr;
   const int64_t* row_sums = nullptr;  // null when every zp_w is 0
   const float* multipliers = nullptr;
+  const float* row_scales = nullptr;  // per-row activation scales: multipliers are then s_w
 };
 
 Result<std::unique_ptr<IntegerMatMul>> IntegerMatMul::create(
@@ -121,9 +125,17 @@ void IntegerMatMul::apply_block(const CallTerms& terms, const int32_t* acc, int6
     const float* multipliers = terms.multipliers + col;
     // Cast, Mul and Add are separate fp32 operations in the graph: separate loops here, so no
     // compiler may contract them into one fused multiply-add.
-    for (int64_t c = 0; c < cols; ++c) {
-      const auto exact = static_cast<int32_t>(acc_row[c] + column_terms[c] - zp_w[c] * row_sum);
-      y[c] = static_cast<float>(exact) * multipliers[c];
+    if (terms.row_scales) {
+      const float row_scale = terms.row_scales[row + r];
+      for (int64_t c = 0; c < cols; ++c) {
+        const auto exact = static_cast<int32_t>(acc_row[c] + column_terms[c] - zp_w[c] * row_sum);
+        y[c] = static_cast<float>(exact) * (row_scale * multipliers[c]);
+      }
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        const auto exact = static_cast<int32_t>(acc_row[c] + column_terms[c] - zp_w[c] * row_sum);
+        y[c] = static_cast<float>(exact) * multipliers[c];
+      }
     }
     if (!spec_.bias.empty()) {
       const float* bias = spec_.bias.data() + col;
@@ -166,6 +178,15 @@ Status IntegerMatMul::run(const void* a, ElementType a_type, int32_t a_zero_poin
     }
     terms.row_sums = row_sums;
   }
+  return run_terms(a, a_type, m, terms, out, context);
+}
+
+Status IntegerMatMul::run_terms(const void* a, ElementType a_type, int64_t m,
+                                const CallTerms& terms, void* out,
+                                const ExecContext& context) const {
+  const int64_t n = spec_.n;
+  const int64_t k = spec_.k;
+  Scratch& scratch = thread_scratch();
   auto host_loop = [&] {
     int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * n));
     int8_gemm_loop(a, a_type, m, k, weight_.data(), n, acc);
@@ -213,6 +234,49 @@ Status IntegerMatMul::run_dynamic(const float* x, int64_t m, float* out,
   uint8_t* q = sized(thread_scratch().quantized, static_cast<size_t>(count));
   quantize_uint8(x, count, params, q);
   return run(q, ElementType::kUInt8, params.zero_point, params.scale, m, out, context);
+}
+
+Status IntegerMatMul::run_rows(const float* x, int64_t m, float* out,
+                               const ExecContext& context) const {
+  const int64_t k = spec_.k;
+  const int64_t n = spec_.n;
+  if (!spec_.float_output || needs_row_sums_) {
+    return internal_error(str_cat(name_,
+                                  ": per-row quantization needs a float output and a "
+                                  "symmetric weight"));
+  }
+  Scratch& scratch = thread_scratch();
+  auto* q = reinterpret_cast<int8_t*>(sized(scratch.quantized, static_cast<size_t>(m * k)));
+  float* scales = sized(scratch.row_scales, static_cast<size_t>(m));
+  std::vector<int64_t>& float_rows = scratch.float_rows;
+  float_rows.clear();
+  for (int64_t row = 0; row < m; ++row) {
+    if (!quantize_row_symmetric(x + row * k, k, q + row * k, &scales[row])) {
+      std::fill(q + row * k, q + (row + 1) * k, int8_t{0});
+      scales[row] = 0.0f;
+      float_rows.push_back(row);
+    }
+  }
+  int64_t* column_terms = sized(scratch.column_terms, static_cast<size_t>(n));
+  std::fill(column_terms, column_terms + n, int64_t{0});  // zero points are 0
+  CallTerms terms;
+  terms.column_terms = column_terms;
+  terms.multipliers = spec_.w_scales.data();
+  terms.row_scales = scales;
+  // run_terms may take the scratch's other buffers, not these three.
+  NPUFLOW_RETURN_IF_ERROR(run_terms(q, ElementType::kInt8, m, terms, out, context));
+  for (int64_t row : float_rows) {
+    const float* xr = x + row * k;
+    float* y = out + row * n;
+    for (int64_t c = 0; c < n; ++c) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < k; ++i) {
+        sum += xr[i] * (static_cast<float>(weight_[i * n + c]) * spec_.w_scales[c]);
+      }
+      y[c] = spec_.bias.empty() ? sum : sum + spec_.bias[c];
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace npuflow

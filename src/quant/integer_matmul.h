@@ -58,6 +58,12 @@ class IntegerMatMul {
   // x: M x K float, quantized first exactly as DynamicQuantizeLinear does (over all M x K).
   Status run_dynamic(const float* x, int64_t m, float* out, const ExecContext& context) const;
 
+  // x: M x K float, each row quantized symmetrically to int8 with its own scale
+  // (quant/symmetric_quantization.h); out = float(acc) * (s_x[m] * s_w[n]) [+ bias]. For a
+  // weight quantized the same way (zero points 0). A row holding a NaN or an infinity is
+  // computed in fp32 against the dequantized weight instead, so it propagates as a float MatMul.
+  Status run_rows(const float* x, int64_t m, float* out, const ExecContext& context) const;
+
   const IntegerMatMulSpec& spec() const { return spec_; }
   const IntegerMatMulCounters& counters() const { return counters_; }
   size_t resident_bytes() const { return packed_ ? packed_->resident_bytes() : 0; }
@@ -69,6 +75,8 @@ class IntegerMatMul {
                 int64_t min_rows, Logger logger);
 
   struct CallTerms;
+  Status run_terms(const void* a, ElementType a_type, int64_t m, const CallTerms& terms, void* out,
+                   const ExecContext& context) const;
   void apply_block(const CallTerms& terms, const int32_t* acc, int64_t ld, int64_t row, int64_t col,
                    int64_t rows, int64_t cols, void* out) const;
 
