@@ -13,8 +13,11 @@ int8_t quantize(float x, float scale) {
   return static_cast<int8_t>(std::clamp(q, -kLevels, kLevels));
 }
 
+// A maximum so small that amax / 127 underflows to 0 quantizes to zeros with scale 1, as an
+// all-zero one does (0 / 0 would be NaN, which no int8 holds).
 float scale_of(float amax) {
-  return amax > 0.0f ? amax / kLevels : 1.0f;
+  const float scale = amax / kLevels;
+  return scale > 0.0f ? scale : 1.0f;
 }
 
 }  // namespace

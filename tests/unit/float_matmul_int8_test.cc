@@ -36,6 +36,11 @@ TEST(SymmetricQuantization, RowsReachPlusMinus127AndRefuseNonFiniteValues) {
   EXPECT_EQ(scale, 0.5f / 127.0f);
   EXPECT_EQ(q[0], -127);
   EXPECT_EQ(q[1], 64);  // 63.5 rounds to even
+  // The smallest subnormal: amax / 127 underflows to 0, so scale 1 and zeros, never 0 / 0.
+  const std::vector<float> tiny = {std::numeric_limits<float>::denorm_min(), 0.0f, 0.0f};
+  ASSERT_TRUE(quantize_row_symmetric(tiny.data(), 3, q.data(), &scale));
+  EXPECT_EQ(scale, 1.0f);
+  EXPECT_EQ(std::vector<int>(q.begin(), q.end()), (std::vector<int>{0, 0, 0}));
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), INFINITY}) {
     const std::vector<float> y = {1.0f, bad, 2.0f};
     q.assign(3, 9);
