@@ -23,6 +23,11 @@ QWEN3_PROJECTIONS = {
     "down_proj": (3072, 1024),
 }
 
+# What each projection reads, and those inputs' widths.
+QWEN3_SOURCES = {"q_proj": "hidden", "k_proj": "hidden", "v_proj": "hidden", "gate_proj": "hidden",
+                 "up_proj": "hidden", "o_proj": "attention", "down_proj": "mlp"}
+QWEN3_INPUT_WIDTHS = {"hidden": 1024, "attention": 2048, "mlp": 3072}
+
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}
 
 
@@ -158,9 +163,7 @@ def demo_layer_model(rows=32, seed=0, per_channel=True) -> onnx.ModelProto:
     output is dequantized to a float graph output. o_proj reads the attention output and
     down_proj the MLP activation. The CPU EP at ORT_ENABLE_ALL fuses every group into
     QLinearMatMul, so it is compared at its best."""
-    sources = {"q_proj": "hidden", "k_proj": "hidden", "v_proj": "hidden", "gate_proj": "hidden",
-               "up_proj": "hidden", "o_proj": "attention", "down_proj": "mlp"}
-    widths = {"hidden": 1024, "attention": 2048, "mlp": 3072}
+    sources, widths = QWEN3_SOURCES, QWEN3_INPUT_WIDTHS
     nodes, inits, outputs = [], [], []
     for i, (name, (k, n)) in enumerate(QWEN3_PROJECTIONS.items()):
         spec = QdqSpec(k=k, n=n, per_channel=per_channel, zp_x=-3, zp_y=1, seed=seed + i, name=name)
@@ -192,9 +195,7 @@ def demo_layer_model(rows=32, seed=0, per_channel=True) -> onnx.ModelProto:
 def demo_layer_float_model(rows=32, seed=0) -> onnx.ModelProto:
     """The demo layer's seven projections in float form: plain MatMuls with Gaussian weights
     (std 1/sqrt(K), as a trained layer's are in scale), what NPUFLOW_FLOAT_MATMUL=int8 takes."""
-    sources = {"q_proj": "hidden", "k_proj": "hidden", "v_proj": "hidden", "gate_proj": "hidden",
-               "up_proj": "hidden", "o_proj": "attention", "down_proj": "mlp"}
-    widths = {"hidden": 1024, "attention": 2048, "mlp": 3072}
+    sources, widths = QWEN3_SOURCES, QWEN3_INPUT_WIDTHS
     rng = np.random.default_rng(seed)
     nodes, inits, outputs = [], [], []
     for name, (k, n) in QWEN3_PROJECTIONS.items():

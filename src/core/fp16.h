@@ -51,4 +51,15 @@ inline float round_to_half(float value) {
   return half_bits_to_float(float_to_half_bits(value));
 }
 
+// Rounds `count` floats to fp16 bits; false when a finite value became infinity (an NPU would
+// compute with infinity where the reference has a number).
+inline bool floats_to_half_in_range(const float* x, size_t count, uint16_t* half) {
+  bool in_range = true;
+  for (size_t i = 0; i < count; ++i) {
+    half[i] = float_to_half_bits(x[i]);
+    in_range = in_range && !(std::isfinite(x[i]) && (half[i] & 0x7fffu) == 0x7c00u);
+  }
+  return in_range;
+}
+
 }  // namespace npuflow

@@ -1,7 +1,6 @@
 #include "graph/float_matmul_matcher.h"
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 
 #include "core/strings.h"
@@ -37,10 +36,9 @@ std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim
   if (k > kMaxIntegerMatMulK) {
     return refuse(id, mm, "k_too_large", str_cat("K=", k, " could overflow int32 accumulation"));
   }
-  std::vector<float> values(static_cast<size_t>(k * n));
-  std::memcpy(values.data(), w.constant->data, values.size() * sizeof(float));
-  for (float v : values) {
-    if (!std::isfinite(v)) {
+  const auto* values = static_cast<const float*>(w.constant->data);
+  for (int64_t i = 0; i < k * n; ++i) {
+    if (!std::isfinite(values[i])) {
       return refuse(id, mm, "weight_not_finite",
                     str_cat("weight '", w.name, "' holds a NaN or an infinity"));
     }

@@ -16,25 +16,6 @@
 namespace npuflow {
 namespace {
 
-// A finite float that fp16 can only hold as infinity: an NPU would compute with infinity.
-bool overflows_half(float value, uint16_t half) {
-  return std::isfinite(value) && (half & 0x7fffu) == 0x7c00u;
-}
-
-// Why fp16 rounding must not reach a layer's q and k, or "" when it may. A softmax logit moves
-// by about |logit| * 2^-10 when q and k carry fp16 rounding; trained models keep logits at O(10)
-// with the usual 1/sqrt(head_dim) scale, so that is noise. A scale far beyond it (or one that is
-// not finite) makes the softmax an argmax that such rounding reorders, wherever it came from.
-constexpr float kMaxScaleOverNominal = 16.0f;
-
-std::string fp16_attention_hazard(float scale, int64_t head_dim) {
-  const float nominal = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  if (!std::isfinite(scale)) return "the attention scale is not finite";
-  if (std::fabs(scale) <= kMaxScaleOverNominal * nominal) return {};
-  return str_cat("the attention scale ", scale, " is ", std::fabs(scale) / nominal,
-                 "x 1/sqrt(head_dim): fp16 rounding before its softmax would reorder it");
-}
-
 constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
 
 int64_t pad_rows(int64_t rows) {
@@ -135,14 +116,10 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
       // the calls it refuses (contract, tiling) or fails.
       if (!keep_exact) {
         std::vector<uint16_t> half(w.size());
-        bool in_range = true;
-        for (size_t i = 0; i < w.size(); ++i) {
-          half[i] = float_to_half_bits(w[i]);
-          in_range = in_range && !overflows_half(w[i], half[i]);
-        }
-        auto packed = in_range ? dev.pack_fp16_weight(half.data(), k, n_total)
-                               : Result<std::unique_ptr<PackedWeight>>(
-                                     unsupported("a weight is beyond fp16's range"));
+        auto packed = floats_to_half_in_range(w.data(), w.size(), half.data())
+                          ? dev.pack_fp16_weight(half.data(), k, n_total)
+                          : Result<std::unique_ptr<PackedWeight>>(
+                                unsupported("a weight is beyond fp16's range"));
         if (packed.is_ok()) {
           dense.packed = std::move(packed).value();
           dense.fp16 = true;
@@ -170,22 +147,13 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     return n;
   };
 
-  // The last layer whose softmax fp16 rounding would reorder. Everything before its softmax feeds
-  // it, so on an fp16 device the projections up to and including its q/k/v stay exact.
-  int64_t last_hazard = -1;
-  if (plan->host_) {
-    std::string hazard;
-    for (size_t i = 0; i < spec.layers.size(); ++i) {
-      std::string why = fp16_attention_hazard(spec.layers[i].attention_scale, d / spec.heads);
-      if (!why.empty()) {
-        last_hazard = static_cast<int64_t>(i);
-        hazard = std::move(why);
-      }
-    }
-    if (last_hazard >= 0) {
-      plan->logger_.warning(str_cat(plan->name_, ": the projections through layer ", last_hazard,
-                                    "'s q/k/v stay on the host (", hazard, ")"));
-    }
+  // Everything before a softmax that fp16 rounding would reorder feeds it: on an fp16 device the
+  // projections up to and including that layer's q/k/v stay exact.
+  std::string hazard;
+  const int64_t last_hazard = plan->host_ ? last_fp16_attention_hazard(spec, &hazard) : -1;
+  if (last_hazard >= 0) {
+    plan->logger_.warning(str_cat(plan->name_, ": the projections through layer ", last_hazard,
+                                  "'s q/k/v stay on the host (", hazard, ")"));
   }
 
   if (spec.from_pixels) {
@@ -333,12 +301,8 @@ Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padd
     thread_local std::vector<uint16_t> half;
     thread_local std::vector<float> padded_out;
     half.assign(static_cast<size_t>(device_rows * dense.k), 0);
-    const size_t count = static_cast<size_t>(rows_padded * dense.k);
-    bool in_range = true;
-    for (size_t i = 0; i < count; ++i) {
-      half[i] = float_to_half_bits(x[i]);
-      in_range = in_range && !overflows_half(x[i], half[i]);
-    }
+    const bool in_range =
+        floats_to_half_in_range(x, static_cast<size_t>(rows_padded * dense.k), half.data());
     float* out = y;
     if (device_rows != rows_padded) {
       padded_out.resize(static_cast<size_t>(device_rows * dense.n));

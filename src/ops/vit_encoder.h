@@ -104,6 +104,10 @@ struct VitEncoderSpec {
   std::vector<EncoderExit> exits;
 };
 
+// The last layer whose softmax fp16 rounding before it would reorder (an attention scale over
+// 16x 1/sqrt(head_dim), or not finite), with why in `why`; -1 when there is none.
+int64_t last_fp16_attention_hazard(const VitEncoderSpec& spec, std::string* why);
+
 // A runtime tensor handed in by the front end.
 struct FloatInput {
   const float* data = nullptr;

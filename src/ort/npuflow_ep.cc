@@ -255,7 +255,8 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   // Float MatMuls as int8 (opt-in): whatever the matchers above left. An explicit request, so
   // the claim policy does not weigh it.
   ClaimSet float_matmuls;
-  if (knobs_.text("float_matmul") == "int8") {
+  const bool float_int8 = knobs_.text("float_matmul") == "int8";
+  if (float_int8) {
     float_matmuls = match_float_matmuls(snap.view, taken);
     for (const Claim& claim : float_matmuls.claims) {
       std::vector<const OrtNode*> nodes;
@@ -302,7 +303,7 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     if (saw_encoders) {
       write_report(claims_to_json(snap.view.name, snap.view, encoders, host, "vision"));
     }
-    if (knobs_.text("float_matmul") == "int8") {
+    if (float_int8) {
       write_report(claims_to_json(snap.view.name, snap.view, float_matmuls, host, "float_int8"));
     }
   }

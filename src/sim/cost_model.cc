@@ -38,10 +38,6 @@ constexpr std::array kConstants = {
 };
 // clang-format on
 
-int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 int64_t input_bytes(NpuType type) {
   return type == NpuType::kFp16 ? 2 : 1;
 }

@@ -16,10 +16,6 @@ Status shape_error(NpuType type, const std::string& what) {
   return unsupported(str_cat("ROCKET_E_SHAPE: ", npu_type_name(type), " ", what));
 }
 
-int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 }  // namespace
 
 const char* npu_type_name(NpuType type) {

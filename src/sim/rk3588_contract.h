@@ -15,6 +15,11 @@ namespace npuflow::sim {
 enum class NpuType { kFp16, kInt8, kInt4 };
 const char* npu_type_name(NpuType type);
 
+// `value` padded up to a multiple of `multiple` (a contract dimension).
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
 // Hardware and library constants (RU src/rocket_hw_profile.c, src/rocket_matmul.c:498-570).
 inline constexpr int kCores = 3;
 inline constexpr int kCbufBanks = 12;

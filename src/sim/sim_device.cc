@@ -22,10 +22,6 @@ uint64_t page_round(uint64_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
 
-int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 // Bytes one element takes in a device buffer (int4 sits one value per int8).
 int64_t buffer_bytes(NpuType type) {
   return type == NpuType::kFp16 ? 2 : 1;

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CLI, claimed
 from gates import agreement
-from qdq_models import QWEN3_PROJECTIONS, demo_layer_float_model
+from qdq_models import QWEN3_INPUT_WIDTHS, QWEN3_PROJECTIONS, demo_layer_float_model
 from vision_fixtures import FIXTURES, MODELS, pixels
 
 INT8 = {"float_matmul": "int8"}
@@ -30,7 +30,7 @@ def float_records(records):
 def demo_feeds(rows=32, seed=1):
     rng = np.random.default_rng(seed)
     return {f"{s}_float": rng.standard_normal((rows, w)).astype(np.float32)
-            for s, w in {"hidden": 1024, "attention": 2048, "mlp": 3072}.items()}
+            for s, w in QWEN3_INPUT_WIDTHS.items()}
 
 
 @pytest.fixture(scope="module")
