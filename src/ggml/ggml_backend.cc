@@ -93,11 +93,14 @@ void backend_free(ggml_backend_t backend) {
   guarded_void("free", [&] {
     if (g_reg->report) {
       const bool idle = g_reg->policy->mode() == OffloadMode::kIdle;
-      std::fprintf(stderr, "npuflow: NPUFLOW backend (%s) stats: %s\n",
-                   idle ? "idle" : g_reg->device->name().data(), ctx->engine.summary().c_str());
+      // One write, so that llama.cpp's own log thread cannot split the block.
+      std::string block =
+          str_cat("npuflow: NPUFLOW backend (", idle ? "idle" : g_reg->device->name(),
+                  ") stats: ", ctx->engine.summary(), "\n");
       for (const std::string& line : g_reg->policy->summary()) {
-        std::fprintf(stderr, "npuflow: %s\n", line.c_str());
+        block += str_cat("npuflow: ", line, "\n");
       }
+      std::fwrite(block.data(), 1, block.size(), stderr);
       // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh
       // reads it).
       const std::string device_profile = g_reg->device->profile_report();

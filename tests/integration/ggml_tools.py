@@ -107,8 +107,11 @@ class Decisions:
         self.headline = lines[0]
         self.rows = []
         for line in lines[1:]:
+            if not line.startswith("npuflow:"):
+                continue  # a line from llama.cpp's log thread, or an npuflow log line
             m = DECISION.match(line)
             if not m:
+                assert not line.startswith("npuflow:   "), f"a decision that does not parse: {line}"
                 break
             verdict, weight, k, n, rows, threads, npu_ms, cpu_ms, names = m.groups()
             self.rows.append({"verdict": verdict, "weight": weight, "k": int(k), "n": int(n),
