@@ -11,7 +11,7 @@ DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
-        test-fuzz-bytes build-tsan test-tsan
+        test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim
 
 all: build
 
@@ -86,7 +86,7 @@ test-tsan: build-tsan
 	tests/tsan/run.sh $(TSAN_DIR) $(TSAN_RUNS)
 
 test: test-unit test-asan test-python test-python-asan test-fuzz test-fuzz-bytes test-tsan \
-      test-packaging
+      test-packaging test-validate-sim
 
 include mk/packaging.mk
 include mk/cross.mk
@@ -121,6 +121,20 @@ bench-encoders: build
 # device=auto and at device=host (default claim policy), side by side (bench/llama_bench.sh).
 bench-ggml: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
+
+# `npuflow plan` beside every published RK3588 figure (docs/simulator.md, "Validation against the
+# boards"): real-size models exported once into the bench cache. --fit re-solves the two fitted
+# constants; `make test` checks a fixed slice (a fitted row reproduces, a held-out row in band).
+VALIDATE_SLICE ?= mmbert_58_ratio mmbert_58_cpu clip_ratio
+validate-sim: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/validate_sim.py $(VALIDATE_ARGS)
+
+test-validate-sim: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/validate_sim.py --check \
+	  --only $(VALIDATE_SLICE)
+	@echo "the same check must fail with a constant that is not the fit:"
+	! NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tools/validate_sim.py --check \
+	  --only mmbert_58_cpu --constant cpu_ep_gemm_gflops=40
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

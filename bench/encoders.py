@@ -78,16 +78,23 @@ def export_dir(python: str) -> Path:
     return CACHE / f"bench-encoders-{pins.hexdigest()[:12]}"
 
 
-def ensure_model(name: str, python: str, out: Path) -> Path:
-    _, file, (how, arg) = MODELS[name]
+def ensure_export(file: str, how: str, arg, python: str, out: Path) -> Path:
+    """out/file, exported once by bench/export_models.py (`how arg`) in the fixtures venv."""
     path = out / file
     if path.exists():
         return path
     out.mkdir(parents=True, exist_ok=True)
-    print(f"exporting {name} into {out} (once)", file=sys.stderr, flush=True)
-    subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg), str(path)],
+    print(f"exporting {file} into {out} (once)", file=sys.stderr, flush=True)
+    partial = path.with_suffix(".partial.onnx")
+    subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg), str(partial)],
                    check=True)
+    partial.rename(path)
     return path
+
+
+def ensure_model(name: str, python: str, out: Path) -> Path:
+    _, file, (how, arg) = MODELS[name]
+    return ensure_export(file, how, arg, python, out)
 
 
 def feeds_for(session, seed=0):

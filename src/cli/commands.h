@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/ort_profile.h"
 #include "cli/ort_session.h"
 #include "core/json.h"
 
@@ -20,10 +21,15 @@ struct PlanOptions {
   bool json = false;
   int64_t rows = 128;
   int workers = 5;
-  int runs = 5;  // CPU EP runs timed on this machine; needs a harness
+  int runs = 5;                   // CPU EP runs timed on this machine; needs a harness
+  bool attention_on_npu = false;  // --attention npu
 };
 int explain_report(const SessionConfig& config, const std::vector<JsonValue>& graphs);
+// `cpu_only` and `with_npuflow`: profiled runs for whole-graph pricing (cli/plan_pricing.h);
+// without them the plan prices the report's claims and host GEMMs only.
 int plan_report(OrtHarness* harness, const SessionConfig& config, const PlanOptions& options,
-                const std::vector<JsonValue>& graphs);
+                const std::vector<JsonValue>& graphs,
+                const std::vector<ProfiledNode>* cpu_only = nullptr,
+                const std::vector<ProfiledNode>* with_npuflow = nullptr);
 
 }  // namespace npuflow::cli

@@ -10,6 +10,8 @@
 #include "cli/ort_runtime.h"
 #include "core/knobs.h"
 #include "npuflow/version.h"
+#include "sim/board_cpu_model.h"
+#include "sim/cost_model.h"
 
 namespace {
 
@@ -20,9 +22,11 @@ void print_usage() {
       "                                    groups the EP claims and why it refuses the rest\n"
       "  demo MODEL.onnx [--runs N] [--threads N] [--opt LEVEL]\n"
       "                                    CPU EP vs npuflow: claims, worst LSB, speed ratio\n"
-      "  plan MODEL.onnx [--rows N] [--json] [--plot OUT.png]\n"
-      "                                    projected RK3588 time per claimed subgraph (simulator)\n"
+      "  plan MODEL.onnx [--rows N] [--json] [--plot OUT.png] [--attention host|npu]\n"
+      "       [--constant NAME=VALUE]       one inference priced on an RK3588 board, whole graph\n"
+      "                                    and by phase, with npuflow and on the CPU EP alone\n"
       "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
+      "  constants                          the simulator's cost constants, tagged and sourced\n"
       "  version, --version                 npuflow and ONNX Runtime versions\n"
       "Every MODEL command also takes --knob NAME=VALUE (an npuflow knob, repeatable) and\n"
       "--ep-library PATH. ONNX Runtime is loaded at run time: NPUFLOW_ORT_LIBRARY, else\n"
@@ -43,6 +47,16 @@ const char* kind_name(npuflow::KnobKind kind) {
       return "text";
   }
   return "?";
+}
+
+// NAME = VALUE UNIT [TAG] SOURCE, one per line: the NPU table, its derived rates, the board CPU's.
+int constants_command() {
+  std::fputs(npuflow::sim::CostModel::describe().c_str(), stdout);
+  for (const npuflow::sim::CostConstant& c : npuflow::sim::board_cpu_constants()) {
+    std::printf("%s = %g %s [%c] %s\n", c.name, npuflow::sim::board_cpu_constant(c.name), c.unit,
+                c.tag, c.source);
+  }
+  return 0;
 }
 
 int knobs_command(const std::vector<std::string>& args) {
@@ -93,6 +107,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "knobs") return knobs_command(args);
+    if (command == "constants") return constants_command();
     if (command == "version" || command == "--version") return version_command();
     if (command == "explain" || command == "demo" || command == "plan") {
       npuflow::cli::load_onnxruntime();

@@ -34,6 +34,7 @@ Ort::SessionOptions base_options(const SessionConfig& config) {
   Ort::SessionOptions options;
   options.SetGraphOptimizationLevel(config.optimization);
   if (config.intra_op_threads > 0) options.SetIntraOpNumThreads(config.intra_op_threads);
+  if (!config.profile_prefix.empty()) options.EnableProfiling(config.profile_prefix.c_str());
   return options;
 }
 
@@ -67,10 +68,18 @@ InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed) 
   std::mt19937 rng(seed);
   for (size_t i = 0; i < session.GetInputCount(); ++i) {
     set.names.push_back(session.GetInputNameAllocated(i, allocator).get());
+    const std::string& name = set.names.back();
     Ort::TypeInfo type_info = session.GetInputTypeInfo(i);  // must outlive `info`
     auto info = type_info.GetTensorTypeAndShapeInfo();
     std::vector<int64_t> shape = info.GetShape();
-    for (int64_t& d : shape) d = d < 0 ? dynamic_dim : d;
+    const std::vector<const char*> symbols = info.GetSymbolicDimensions();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] >= 0) continue;
+      // One batch entry: `dynamic_dim` is the rows of one sequence or image.
+      const bool batch = d < symbols.size() && symbols[d] != nullptr &&
+                         std::string_view(symbols[d]).find("batch") != std::string_view::npos;
+      shape[d] = batch ? 1 : dynamic_dim;
+    }
     int64_t count = 1;
     for (int64_t d : shape) count *= d;
     const auto type = info.GetElementType();
@@ -83,15 +92,26 @@ InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed) 
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
         element = 4;
         break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+        element = 8;
+        break;
       default:
         throw std::runtime_error(str_cat("demo inputs of ONNX type ", static_cast<int>(type),
-                                         " are not supported (input '", set.names.back(), "')"));
+                                         " are not supported (input '", name, "')"));
     }
     set.storage.emplace_back(static_cast<size_t>(count) * element);
     uint8_t* data = set.storage.back().data();
     if (element == 1) {
       std::uniform_int_distribution<int> byte(0, 255);
       for (int64_t j = 0; j < count; ++j) data[j] = static_cast<uint8_t>(byte(rng));
+    } else if (element == 8) {
+      // Token ids small enough for any vocabulary the tests build; a mask of ones (every token
+      // live); type ids zero.
+      const bool mask = name.find("mask") != std::string::npos;
+      const bool type_ids = name.find("type") != std::string::npos;
+      std::uniform_int_distribution<int64_t> id(0, 63);
+      auto* ids = reinterpret_cast<int64_t*>(data);
+      for (int64_t j = 0; j < count; ++j) ids[j] = mask ? 1 : type_ids ? 0 : id(rng);
     } else {
       std::normal_distribution<float> normal(0.0f, 1.0f);
       auto* floats = reinterpret_cast<float*>(data);

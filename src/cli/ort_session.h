@@ -19,6 +19,7 @@ struct SessionConfig {
   GraphOptimizationLevel optimization = ORT_ENABLE_ALL;
   int intra_op_threads = 0;
   std::map<std::string, std::string> provider_options;  // npuflow knobs by short name
+  std::string profile_prefix;  // non-empty: ONNX Runtime's profiler writes <prefix>_<time>.json
 };
 
 class OrtHarness {
@@ -33,8 +34,9 @@ class OrtHarness {
   std::vector<Ort::ConstEpDevice> npuflow_devices_;
 };
 
-// Random inputs for every model input (int8/uint8 uniform, float normal), fixed seed; symbolic
-// dimensions take `dynamic_dim`.
+// Random inputs for every model input (int8/uint8 uniform, float normal; int64 token ids in
+// [0, 64), a mask of ones, type ids 0), fixed seed; symbolic dimensions take `dynamic_dim`, one
+// whose name says batch takes 1.
 struct InputSet {
   std::vector<std::string> names;
   std::vector<Ort::Value> values;

@@ -25,6 +25,7 @@ class JsonValue {
   int64_t integer(int64_t otherwise = 0) const;
   const std::string& string() const { return string_; }
   const std::vector<JsonValue>& array() const { return array_; }
+  const std::map<std::string, JsonValue, std::less<>>& object() const { return object_; }
   // Missing keys read as null.
   const JsonValue& operator[](std::string_view key) const;
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "graph/host_work.h"
 
 namespace npuflow {
 
@@ -74,6 +75,17 @@ std::string gemms_to_json(const std::vector<GemmWork>& gemms) {
   return str_cat("[", join(items, ","), "]");
 }
 
+// A claim's device GEMMs ("work") and the host work around them ("host_work").
+std::string work_json(const Claim& claim) {
+  std::vector<std::string> host;
+  for (const HostWork& h : host_work_of(claim)) {
+    host.push_back(str_cat("{\"name\":\"", json_escape(h.name), "\",\"kind\":\"",
+                           host_work_kind_name(h.kind), "\",\"rows\":", h.rows,
+                           ",\"width\":", h.width, "}"));
+  }
+  return str_cat(gemms_to_json(claim.work), ",\"host_work\":[", join(host, ","), "]");
+}
+
 std::string encoder_json(const Claim& claim, const std::vector<std::string>& node_names) {
   const VisionEncoderClaim& e = claim.encoder;
   std::vector<std::string> exits, activations;
@@ -106,7 +118,7 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       "],\"attention_bias\":", biases.empty() ? "false" : "true",
       ",\"attention_biases\":", biases.size(), ",\"rotary_layers\":", rotary,
       ",\"gated_mlp_layers\":", gated, ",\"program_ops\":", e.program.ops.size(), ",\"note\":\"",
-      json_escape(e.note), "\",\"work\":", gemms_to_json(claim.work), "}");
+      json_escape(e.note), "\",\"work\":", work_json(claim), "}");
 }
 
 }  // namespace
@@ -150,7 +162,7 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
           : group.quantize_inside ? " (DynamicQuantizeLinear inside)"
           : !group.activation_zero_point_name.empty() ? " (shared DynamicQuantizeLinear on CPU)"
                                                       : "",
-          "\",\"work\":", gemms_to_json(claim.work), "}");
+          "\",\"work\":", work_json(claim), "}");
       continue;
     }
     const QdqGemmSpec& spec = claim.qdq.spec;
@@ -165,7 +177,7 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
         element_type_name(claim.qdq.weight_type), "\",\"output\":\"",
         spec.output ? element_type_name(spec.output->type) : "float32",
         "\",\"activation_dequantized\":", claim.qdq.activation_dequantized ? "true" : "false",
-        ",\"work\":", gemms_to_json(claim.work), "}");
+        ",\"work\":", work_json(claim), "}");
   }
   out += "],\"refusals\":[";
   for (size_t i = 0; i < claims.refusals.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "host/int8_gemm_loop.h"
 #include "quant/dynamic_quantize.h"
 #include "quant/symmetric_quantization.h"
+#include "route/matmul_route.h"
 
 namespace npuflow {
 namespace {
@@ -192,7 +193,7 @@ Status IntegerMatMul::run_terms(const void* a, ElementType a_type, int64_t m,
     int8_gemm_loop(a, a_type, m, k, weight_.data(), n, acc);
     apply_block(terms, acc, n, 0, 0, m, n, out);
   };
-  if (m < min_rows_ || !packed_) {
+  if (!integer_gemm_on_device(m, min_rows_) || !packed_) {
     (packed_ ? counters_.host_row_calls : counters_.fallback_calls)++;
     host_loop();
     return Status::ok();

@@ -7,6 +7,7 @@
 #include "core/scratch.h"
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
+#include "route/matmul_route.h"
 
 namespace npuflow {
 namespace {
@@ -104,7 +105,7 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
     int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
     epilogue_.apply(acc, row_sums, m, out, rows);
   };
-  if (m < min_rows_) {
+  if (!integer_gemm_on_device(m, min_rows_)) {
     counters_.host_row_calls++;
     if (logger_.enabled(LogLevel::kTrace)) {
       logger_.trace(str_cat("npu_qdq_host_rows ", name_, " m=", m, " k=", spec.k, " n=", spec.n,

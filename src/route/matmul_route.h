@@ -62,4 +62,11 @@ RouteVerdict route_matmul(const MatmulCandidate& candidate, const MatmulRouting&
 
 std::string describe(const MatmulCandidate& candidate);
 
+// An integer GEMM of a claimed ONNX node (QDQ, MatMulInteger) runs on the device from `min_rows`
+// rows (the min_rows knob); below that a launch costs more than it saves and it runs on the host.
+// The kernels and `npuflow plan` both ask this.
+inline bool integer_gemm_on_device(int64_t rows, int64_t min_rows) {
+  return rows >= min_rows;
+}
+
 }  // namespace npuflow

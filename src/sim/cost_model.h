@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,12 @@ struct CostConstant {
 std::span<const CostConstant> cost_constants();
 // The value of a named constant; throws std::logic_error for an unknown name.
 double cost_constant(std::string_view name);
+
+// For calibration (`npuflow plan --constant NAME=VALUE`, tools/validate_sim.py): replaces a
+// constant of this table or of board_cpu_constants() for the rest of the process. Call it before
+// any session exists. False for a name neither table has.
+bool override_constant(std::string_view name, double value);
+std::optional<double> constant_override(std::string_view name);
 
 enum class GemmKind { kProjection, kAttentionScore };
 

@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include "sim/board_cpu_model.h"
+
 namespace npuflow::sim {
 namespace {
 
@@ -22,18 +24,26 @@ CostQuery shape(NpuType type, int64_t m, int64_t k, int64_t n, int workers) {
   return q;
 }
 
+// Both tables: the NPU's and the board CPU's. A fitted constant (F) names the validation row it
+// was fitted on (docs/simulator.md), which then does not count as evidence.
 TEST(CostModel, EveryConstantHasASourceAndATag) {
   std::set<std::string> names;
-  for (const CostConstant& c : cost_constants()) {
-    EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
-    EXPECT_NE(std::string("MDUCA").find(c.tag), std::string::npos) << c.name;
-    EXPECT_GT(c.value, 0.0) << c.name;
-    const std::string source = c.source;
-    EXPECT_TRUE(source.find("rk3588-npu.md") != std::string::npos ||
-                source.rfind("assumption", 0) == 0)
-        << c.name << ": " << source;
+  for (std::span<const CostConstant> table : {cost_constants(), board_cpu_constants()}) {
+    for (const CostConstant& c : table) {
+      EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
+      EXPECT_NE(std::string("MDUCAF").find(c.tag), std::string::npos) << c.name;
+      EXPECT_GT(c.value, 0.0) << c.name;
+      const std::string source = c.source;
+      const bool fitted = source.rfind("fitted: seed ", 0) == 0;
+      EXPECT_EQ(fitted, c.tag == 'F') << c.name << ": " << source;
+      EXPECT_TRUE(source.find("rk3588-npu.md") != std::string::npos ||
+                  source.rfind("assumption", 0) == 0 || fitted)
+          << c.name << ": " << source;
+    }
   }
   EXPECT_THROW(cost_constant("no_such_constant"), std::logic_error);
+  EXPECT_THROW(board_cpu_constant("no_such_constant"), std::logic_error);
+  EXPECT_FALSE(override_constant("no_such_constant", 1.0));
 }
 
 TEST(CostModel, ReproducesTheResidentThroughputOnTheCalibrationShape) {
