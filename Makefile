@@ -7,9 +7,12 @@ ASAN_DIR ?= build-asan
 JOBS ?= 2
 PYTHON := .venv/bin/python
 CMAKE_FLAGS ?= -DNPUFLOW_WERROR=ON
-DEMO_MODEL := $(BUILD_DIR)/demo/qwen3_layer_projections.onnx
+# `make demo` builds only the EP and the CLI, in its own tree, and needs no llama.cpp.
+DEMO_DIR ?= build-demo
+DEMO_CLI := $(DEMO_DIR)/bin/npuflow
+DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 
-.PHONY: all setup build build-asan test test-unit test-asan test-python test-python-asan demo bench \
+.PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim
 
@@ -91,24 +94,52 @@ test: test-unit test-asan test-python test-python-asan test-fuzz test-fuzz-bytes
 include mk/packaging.mk
 include mk/cross.mk
 
-$(DEMO_MODEL): build tools/qdq_models.py
+demo-setup:
+	@bash tools/setup.sh demo
+
+$(DEMO_DIR)/build.ninja:
+	cmake -S . -B $(DEMO_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DNPUFLOW_GGML=OFF \
+	  -DBUILD_TESTING=OFF $(CMAKE_FLAGS)
+
+demo-build: demo-setup $(DEMO_DIR)/build.ninja
+	cmake --build $(DEMO_DIR) -j $(JOBS) --target npuflow
+
+$(DEMO_MODEL): tools/qdq_models.py | demo-setup
 	@mkdir -p $(dir $(DEMO_MODEL))
 	$(PYTHON) tools/qdq_models.py demo $(DEMO_MODEL)
 
-# The main job: a small SigLIP vision encoder (a committed fixture exported from transformers'
-# SiglipVisionModel) claimed as one fused node: the claim, the outputs against the CPU EP, and
-# the projected RK3588 time. Then the A8W8 QDQ layer of issue #2.
-DEMO_VISION_MODEL := tests/fixtures/vision/siglip_dynamo.onnx
+# The main job: SigLIP-B/16 at its real size (224 px, 12 layers, d 768; random weights under a
+# fixed seed), written as an ONNX graph by tools/siglip_onnx.py without torch and cached under
+# ~/.cache/npuflow keyed by that script: the claim, faithfulness against the CPU EP on the host
+# device and on the RK3588 simulator, and one inference priced on a board (plan, with a PNG of the
+# phases). Then the A8W8 QDQ layer of issue #2.
+NPUFLOW_CACHE ?= $(HOME)/.cache/npuflow
+DEMO_SIGLIP := $(NPUFLOW_CACHE)/demo-siglip-b16-$(shell cat tools/siglip_onnx.py tools/versions.env | sha1sum | cut -c1-12).onnx
+DEMO_PLOT := $(DEMO_DIR)/demo/siglip_b16_plan.png
+
+$(DEMO_SIGLIP): tools/siglip_onnx.py | demo-setup
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/siglip_onnx.py $@.partial && mv $@.partial $@
 
 # The demo shows every claim (NPUFLOW_CLAIM=all): on a machine without an NPU the default,
 # claim=faster, keeps only the claims this machine's measured cost table says are not slower
 # than the CPU EP (docs/knobs.md), and a fresh machine has no table yet.
-demo: build $(DEMO_MODEL)
-	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow explain $(DEMO_VISION_MODEL)
-	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow demo $(DEMO_VISION_MODEL)
-	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow plan $(DEMO_VISION_MODEL)
-	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow explain $(DEMO_MODEL)
-	NPUFLOW_CLAIM=all $(BUILD_DIR)/bin/npuflow demo $(DEMO_MODEL)
+demo: demo-build $(DEMO_SIGLIP) $(DEMO_MODEL)
+	@echo "== SigLIP-B/16, 224 px, random weights ($(notdir $(DEMO_SIGLIP))): what npuflow claims"
+	@NPUFLOW_CLAIM=all $(DEMO_CLI) explain $(DEMO_SIGLIP)
+	@echo "== against the CPU EP on this machine: the host device, then the RK3588 simulator"
+	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_SIGLIP) --runs 3
+	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_SIGLIP) --runs 1 --knob device=sim
+	@echo "== one inference priced on an RK3588 board (chart: $(DEMO_PLOT))"
+	@mkdir -p $(dir $(DEMO_PLOT))
+	@$(DEMO_CLI) plan $(DEMO_SIGLIP) --runs 0 --plot $(DEMO_PLOT)
+	@echo "   how far to trust it: make validate-sim sets the plan beside every published board figure"
+	@echo "   (docs/simulator.md): text encoders land within +-20%; SigLIP-B/16 and CLIP-B/16, priced as"
+	@echo "   ort-rocket runs them, come out 81-87% above its measured 1.22-1.27x. Read vision figures as"
+	@echo "   optimistic."
+	@echo "== one Qwen3-0.6B-shaped layer's seven A8W8 projections as a QDQ model"
+	@NPUFLOW_CLAIM=all $(DEMO_CLI) explain $(DEMO_MODEL)
+	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_MODEL)
 
 bench: build bench-encoders
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
@@ -140,7 +171,7 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) $(CROSS_DIR) dist
+	rm -rf $(BUILD_DIR) $(DEMO_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) $(CROSS_DIR) dist
 
 # Vision-encoder fixtures (issue #5): exported from `transformers` classes with random weights in a
 # separate cached venv (~/.cache/npuflow/fixtures-venv-<key>, PyTorch from PyPI: large). The small

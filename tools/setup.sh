@@ -210,6 +210,12 @@ if [[ ${1:-all} == gguf ]]; then  # prints the venv's path (and its progress on 
 fi
 install_debian_packages
 install_python_env
+# `setup.sh demo`: what `make demo` needs (the ONNX Runtime SDK; no llama.cpp, no test models).
+if [[ ${1:-all} == demo ]]; then
+  install_onnxruntime_sdk
+  log "ready (demo)"
+  exit 0
+fi
 # `setup.sh ggml` skips the ONNX Runtime SDK (for work on the ggml front end only).
 if [[ ${1:-all} != ggml ]]; then
   install_onnxruntime_sdk

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,8 +15,22 @@
 #include "core/strings.h"
 
 namespace npuflow::cli {
+namespace {
 
-OrtHarness::OrtHarness(const std::string& ep_library) : env_(ORT_LOGGING_LEVEL_WARNING, "npuflow") {
+// The CLI's log sink: npuflow's own lines (the EP logs through ONNX Runtime's logger, each line
+// starting "npuflow") and ONNX Runtime's errors, as plain lines; ONNX Runtime's warnings about its
+// own placement (VerifyEachNodeIsAssignedToAnEp and the like) would only clutter what the
+// commands print.
+void log_to_stderr(void*, OrtLoggingLevel severity, const char*, const char*, const char*,
+                   const char* message) {
+  const bool own = std::strncmp(message, "npuflow", 7) == 0;
+  if (own || severity >= ORT_LOGGING_LEVEL_ERROR) std::fprintf(stderr, "%s\n", message);
+}
+
+}  // namespace
+
+OrtHarness::OrtHarness(const std::string& ep_library)
+    : env_(ORT_LOGGING_LEVEL_WARNING, "npuflow", log_to_stderr, nullptr) {
   if (!std::filesystem::exists(ep_library)) {
     throw std::runtime_error(str_cat("the npuflow EP library '", ep_library,
                                      "' does not exist (run `make build`, or pass --ep-library)"));
