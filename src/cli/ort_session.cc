@@ -11,6 +11,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/fp16.h"
 #include "core/knobs.h"
 #include "core/strings.h"
 
@@ -102,33 +103,49 @@ InputSet make_inputs(Ort::Session& session, int64_t dynamic_dim, uint32_t seed) 
     switch (type) {
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
         element = 1;
         break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+        element = 2;
+        break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
         element = 4;
         break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
         element = 8;
         break;
       default:
-        throw std::runtime_error(str_cat("demo inputs of ONNX type ", static_cast<int>(type),
-                                         " are not supported (input '", name, "')"));
+        throw std::runtime_error(str_cat("inputs of ONNX type ", static_cast<int>(type),
+                                         " are not supported (input '", name,
+                                         "'; float, float16, int8, uint8, int32, int64 and bool "
+                                         "are)"));
     }
     set.storage.emplace_back(static_cast<size_t>(count) * element);
     uint8_t* data = set.storage.back().data();
-    if (element == 1) {
+    // Token ids small enough for any vocabulary the tests build; a mask of ones (every token live);
+    // type ids zero.
+    const bool mask = name.find("mask") != std::string::npos;
+    const bool type_ids = name.find("type") != std::string::npos;
+    std::uniform_int_distribution<int64_t> id(0, 63);
+    auto token = [&] { return mask ? 1 : type_ids ? 0 : id(rng); };
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) {
+      for (int64_t j = 0; j < count; ++j) data[j] = 1;
+    } else if (element == 1) {
       std::uniform_int_distribution<int> byte(0, 255);
       for (int64_t j = 0; j < count; ++j) data[j] = static_cast<uint8_t>(byte(rng));
-    } else if (element == 8) {
-      // Token ids small enough for any vocabulary the tests build; a mask of ones (every token
-      // live); type ids zero.
-      const bool mask = name.find("mask") != std::string::npos;
-      const bool type_ids = name.find("type") != std::string::npos;
-      std::uniform_int_distribution<int64_t> id(0, 63);
+    } else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {
       auto* ids = reinterpret_cast<int64_t*>(data);
-      for (int64_t j = 0; j < count; ++j) ids[j] = mask ? 1 : type_ids ? 0 : id(rng);
+      for (int64_t j = 0; j < count; ++j) ids[j] = token();
+    } else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
+      auto* ids = reinterpret_cast<int32_t*>(data);
+      for (int64_t j = 0; j < count; ++j) ids[j] = static_cast<int32_t>(token());
+    } else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) {
+      auto* halves = reinterpret_cast<uint16_t*>(data);
+      for (int64_t j = 0; j < count; ++j) halves[j] = float_to_half_bits(normal(rng));
     } else {
-      std::normal_distribution<float> normal(0.0f, 1.0f);
       auto* floats = reinterpret_cast<float*>(data);
       for (int64_t j = 0; j < count; ++j) floats[j] = normal(rng);
     }

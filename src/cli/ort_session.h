@@ -34,9 +34,9 @@ class OrtHarness {
   std::vector<Ort::ConstEpDevice> npuflow_devices_;
 };
 
-// Random inputs for every model input (int8/uint8 uniform, float normal; int64 token ids in
-// [0, 64), a mask of ones, type ids 0), fixed seed; symbolic dimensions take `dynamic_dim`, one
-// whose name says batch takes 1.
+// Random inputs for every model input (int8/uint8 uniform, float and float16 normal; int64 and
+// int32 token ids in [0, 64), a mask of ones, type ids 0; bool true), fixed seed; symbolic
+// dimensions take `dynamic_dim`, one whose name says batch takes 1.
 struct InputSet {
   std::vector<std::string> names;
   std::vector<Ort::Value> values;
