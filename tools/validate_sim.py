@@ -139,8 +139,7 @@ class Prices:
 
 
 def committed(name: str) -> float:
-    """A constant's committed value, read from the plan's own report of its baseline or from
-    the constant tables through the CLI."""
+    """A constant's committed value, as `npuflow constants` prints it."""
     out = subprocess.run([str(BUILD_DIR / "bin" / "npuflow"), "constants"], check=True,
                          capture_output=True, text=True).stdout
     for line in out.splitlines():

@@ -128,8 +128,16 @@ struct Symbols {
   bool attention_on_npu = false;
 };
 
-int64_t symbols_heads(const Symbols& s) {
-  return s.heads_x_batch;
+Symbols symbols_for(const PlanInputs& inputs, int64_t batch, int64_t tokens, int64_t heads) {
+  Symbols s;
+  s.workers = inputs.workers;
+  s.min_rows = inputs.min_rows;
+  s.attention_on_npu = inputs.attention_on_npu;
+  s.tokens = tokens;
+  s.rows = batch * tokens;
+  s.heads_x_batch = batch * heads;
+  s.score_rows = s.heads_x_batch * tokens;
+  return s;
 }
 
 int64_t bound(int64_t size, int64_t symbol) {
@@ -169,18 +177,18 @@ void price_gemm(PricedClaim& claim, const JsonValue& work, const Symbols& inputs
   const int64_t m = g.m, k = g.k, n = g.n;
   const bool integer = g.integer;
   const double flops = g.flops();
-  if (g.attention && inputs.attention_on_npu && symbols_heads(inputs) > 0) {
+  if (g.attention && inputs.attention_on_npu && inputs.heads_x_batch > 0) {
     // Per batch entry and head: Q·K^T (T x hd x T) or P·V (T x T x hd), both operands packed
     // on every call and the product read back.
     sim::CostQuery query;
     query.type = sim::NpuType::kFp16;
-    query.m = std::max<int64_t>(m / symbols_heads(inputs), 1);
+    query.m = std::max<int64_t>(m / inputs.heads_x_batch, 1);
     query.k = k;
     query.n = n;
     query.workers = inputs.workers;
     query.resident = false;
     query.kind = sim::GemmKind::kAttentionScore;
-    const double heads = static_cast<double>(symbols_heads(inputs));
+    const double heads = static_cast<double>(inputs.heads_x_batch);
     const double npu_ms = us_to_ms(sim::CostModel::npu(query).total_us()) * heads;
     claim.npu_ms += npu_ms;
     claim.board.add(Phase::kAttention, npu_ms);
@@ -227,11 +235,10 @@ void price_host_work(PricedClaim& claim, const JsonValue& work, const Symbols& s
   const int64_t width = bound(work["width"].integer(), symbols.tokens);
   const double elements = static_cast<double>(std::clamp<int64_t>(rows, 0, kMaxGemmDim)) *
                           static_cast<double>(std::clamp<int64_t>(width, 0, kMaxGemmDim));
-  CpuWork cost = streaming(elements * 12);  // elementwise: two reads, one write
+  // Elementwise: two reads and a write; a norm: a statistics pass and a normalize pass, alike.
+  CpuWork cost = streaming(elements * 12);
   Phase phase = Phase::kNormsActivations;
-  if (kind == "norm") {
-    cost = streaming(elements * 12);  // a statistics pass and a normalize pass
-  } else if (kind == "activation") {
+  if (kind == "activation") {
     cost = transcendental(elements, elements * 8);
   } else if (kind == "softmax") {
     cost = transcendental(elements, elements * 8);
@@ -362,10 +369,6 @@ namespace {
 // Kernels are taken in profile order, each once.
 Symbols claim_symbols(const JsonValue& claim, const PlanInputs& inputs,
                       const std::vector<ProfiledNode>* kernels, std::vector<bool>& used) {
-  Symbols s;
-  s.workers = inputs.workers;
-  s.min_rows = inputs.min_rows;
-  s.attention_on_npu = inputs.attention_on_npu;
   int64_t batch = 1, tokens = inputs.rows;
   const int64_t hidden = claim["hidden"].integer();
   if (kernels != nullptr && hidden > 0) {
@@ -380,11 +383,17 @@ Symbols claim_symbols(const JsonValue& claim, const PlanInputs& inputs,
       break;
     }
   }
-  s.tokens = tokens;
-  s.rows = batch * tokens;
-  s.heads_x_batch = batch * std::max<int64_t>(claim["heads"].integer(), 1);
-  s.score_rows = s.heads_x_batch * tokens;
-  return s;
+  return symbols_for(inputs, batch, tokens, std::max<int64_t>(claim["heads"].integer(), 1));
+}
+
+// The claims' board time and their CPU EP share, summed into the plan.
+void add_claims(BoardPlan& plan, bool baseline) {
+  for (const PricedClaim& c : plan.claimed) {
+    for (int p = 0; p < kPhaseCount; ++p) {
+      plan.with_npuflow.ms[p] += c.board.ms[p];
+      if (baseline) plan.baseline.ms[p] += c.cpu_ep.ms[p];
+    }
+  }
 }
 
 }  // namespace
@@ -394,11 +403,7 @@ BoardPlan price_report(const std::vector<JsonValue>& graphs, const PlanInputs& i
   BoardPlan plan;
   std::set<std::string> graphs_seen;  // each matcher writes a record; host work is per graph
   std::vector<bool> used(with_npuflow ? with_npuflow->size() : 0, false);
-  Symbols plain;
-  plain.tokens = plain.rows = inputs.rows;
-  plain.score_rows = inputs.rows;
-  plain.workers = inputs.workers;
-  plain.min_rows = inputs.min_rows;
+  const Symbols plain = symbols_for(inputs, 1, inputs.rows, 1);
   for (const JsonValue& graph : graphs) {
     for (const JsonValue& claim : graph["claims"].array()) {
       PricedClaim priced;
@@ -424,11 +429,8 @@ BoardPlan price_report(const std::vector<JsonValue>& graphs, const PlanInputs& i
       plan.host_gemms.push_back(g);
     }
   }
+  add_claims(plan, true);
   for (const PricedClaim& c : plan.claimed) {
-    for (int p = 0; p < kPhaseCount; ++p) {
-      plan.with_npuflow.ms[p] += c.board.ms[p];
-      plan.baseline.ms[p] += c.cpu_ep.ms[p];
-    }
     plan.npu_ms += c.npu_ms;
     plan.resident_bytes += c.resident_bytes;
     plan.device_macs += c.macs;
@@ -452,9 +454,7 @@ void price_profiles(BoardPlan& plan, const std::vector<ProfiledNode>& cpu_only,
     plan.cpu_kernels_baseline++;
   }
   plan.with_npuflow = PhaseSplit{};
-  for (const PricedClaim& c : plan.claimed) {
-    for (int p = 0; p < kPhaseCount; ++p) plan.with_npuflow.ms[p] += c.board.ms[p];
-  }
+  add_claims(plan, false);
   plan.npuflow_kernels = plan.cpu_kernels_with_npuflow = 0;
   plan.host_macs = 0;
   for (const ProfiledNode& node : with_npuflow) {
