@@ -43,9 +43,10 @@ struct DeviceOptions {
   // Threads a device may start itself when the caller lends no pool (ExecContext); 0: one per
   // core.
   int threads = 0;
-  // Host device only: run int8 GEMMs as two 7-bit halves even where oneDNN's int8 kernel is
-  // exact (it is probed at start); lets the tests cover the split path on any CPU.
-  bool split_int8 = false;
+  // Host device only: run int8 GEMMs on the float32 kernels (exactly, host/float_exact_int8.h)
+  // even where oneDNN's int8 kernel is exact (it is probed at start); lets the tests cover that
+  // path on any CPU.
+  bool float_int8 = false;
 };
 
 // Receives finished int32 results: a block of `rows` x `cols` at (row, col) of the M x N result,

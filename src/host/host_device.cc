@@ -13,6 +13,7 @@
 
 #include "core/fp16.h"
 #include "core/strings.h"
+#include "host/float_exact_int8.h"
 #include "host/int8_gemm_loop.h"
 
 namespace npuflow {
@@ -102,11 +103,8 @@ class Block {
 
 class OneDnnWeight final : public PackedWeight {
  public:
-  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks,
-               std::vector<int32_t> column_sums)
-      : PackedWeight(k, n, type),
-        blocks_(std::move(blocks)),
-        column_sums_(std::move(column_sums)) {}
+  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks)
+      : PackedWeight(k, n, type), blocks_(std::move(blocks)) {}
 
   size_t resident_bytes() const override {
     size_t bytes = 0;
@@ -114,18 +112,37 @@ class OneDnnWeight final : public PackedWeight {
     return bytes;
   }
   const std::vector<Block>& blocks() const { return blocks_; }
-  // sum_k w[k][n] of an int8 weight (empty for float): the split GEMM's int8 correction.
-  const std::vector<int32_t>& column_sums() const { return column_sums_; }
 
  private:
   std::vector<Block> blocks_;
+};
+
+// An int8 weight for the float32 kernels: one float weight per chunk of K, and sum_k w[k][n] for
+// the uint8 shift's correction.
+class FloatInt8Weight final : public PackedWeight {
+ public:
+  FloatInt8Weight(int64_t k, int64_t n, std::vector<std::unique_ptr<PackedWeight>> chunks,
+                  std::vector<int32_t> column_sums)
+      : PackedWeight(k, n, ElementType::kInt8),
+        chunks_(std::move(chunks)),
+        column_sums_(std::move(column_sums)) {}
+  size_t resident_bytes() const override {
+    size_t bytes = 0;
+    for (const auto& chunk : chunks_) bytes += chunk->resident_bytes();
+    return bytes;
+  }
+  const std::vector<std::unique_ptr<PackedWeight>>& chunks() const { return chunks_; }
+  const std::vector<int32_t>& column_sums() const { return column_sums_; }
+
+ private:
+  std::vector<std::unique_ptr<PackedWeight>> chunks_;
   std::vector<int32_t> column_sums_;
 };
 
 // oneDNN's int8 kernels for CPUs without VNNI (AVX2, AVX-512 without VNNI) add u8 x s8 products
 // in pairs into int16 with saturation (vpmaddubsw), so sums of large activations are clipped.
-// Probed once: the worst pair (255 x -128, twice) either comes back exact or the host device
-// splits every int8 GEMM into two with 7-bit activations (see Impl::run).
+// Probed once: the worst pair (255 x -128, twice) either comes back exact or the host device runs
+// every int8 GEMM on its float32 kernels, exactly (host/float_exact_int8.h).
 bool onednn_int8_is_exact(const dnnl::engine& engine) {
   try {
     constexpr int64_t k = 64, n = 16, m = 4;
@@ -220,7 +237,7 @@ Status check_int4_values(const int8_t* values, int64_t count, const char* what) 
 struct HostDevice::Impl {
   DeviceOptions options;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  bool split_int8 = options.split_int8 || !onednn_int8_is_exact(engine);
+  bool float_int8 = options.float_int8 || !onednn_int8_is_exact(engine);
 
   Result<std::unique_ptr<PackedWeight>> pack(const void* weight, int64_t k, int64_t n,
                                              ElementType weight_type, ElementType probe_src,
@@ -247,15 +264,7 @@ struct HostDevice::Impl {
         blocks.emplace_back(first, width, packed);
       }
       stream.wait();
-      std::vector<int32_t> column_sums;
-      if (weight_type == ElementType::kInt8) {
-        column_sums.assign(static_cast<size_t>(n), 0);
-        const auto* w = static_cast<const int8_t*>(weight);
-        for (int64_t row = 0; row < k; ++row)
-          for (int64_t col = 0; col < n; ++col) column_sums[col] += w[row * n + col];
-      }
-      return std::unique_ptr<PackedWeight>(
-          new OneDnnWeight(k, n, weight_type, std::move(blocks), std::move(column_sums)));
+      return std::unique_ptr<PackedWeight>(new OneDnnWeight(k, n, weight_type, std::move(blocks)));
     } catch (const dnnl::error& e) {
       return internal_error(str_cat("oneDNN could not pack a ", k, "x", n, " weight: ", e.what()));
     }
@@ -270,32 +279,6 @@ struct HostDevice::Impl {
     if (weight == nullptr) return internal_error("weight was not packed by the host device");
     if (m < 0) return invalid_argument(str_cat("row count ", m, " is negative"));
     if (m == 0) return Status::ok();
-    // Exact int8 on a saturating kernel: a = 2 * hi + lo (+ -128 for int8, folded into a column
-    // correction), with hi and lo 7-bit and 1-bit uint8, so no pair of products can saturate.
-    const bool split = split_int8 && c_type == ElementType::kInt32;
-    // The calling thread's halves, grown to the largest call and kept: no allocation per call
-    // once the largest shape was seen (the pool's tasks only read them during this call).
-    thread_local std::vector<uint8_t> high, low;
-    const uint8_t* low_half = nullptr;  // tasks on other threads see their own thread_locals
-    if (split) {
-      const size_t count = static_cast<size_t>(m * w.k());
-      if (high.size() < count) {
-        high.resize(count);
-        low.resize(count);
-      }
-      const int bias = a_type == ElementType::kInt8 ? 128 : 0;
-      for (size_t i = 0; i < count; ++i) {
-        const int value = (a_type == ElementType::kInt8 ? static_cast<const int8_t*>(a)[i]
-                                                        : static_cast<const uint8_t*>(a)[i]) +
-                          bias;
-        high[i] = static_cast<uint8_t>(value >> 1);
-        low[i] = static_cast<uint8_t>(value & 1);
-      }
-      a = high.data();
-      low_half = low.data();
-    }
-    const ElementType src_type = split ? ElementType::kUInt8 : a_type;
-    const int32_t correction_scale = split && a_type == ElementType::kInt8 ? -128 : 0;
     const auto& blocks = weight->blocks();
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
@@ -304,13 +287,12 @@ struct HostDevice::Impl {
     for (const Block& block : blocks) {
       for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
                                std::pair{last_panel_rows, &last_panel}}) {
-        auto primitive =
-            block.primitive_for(engine, rows, w.k(), to_dnnl(src_type), to_dnnl(c_type));
+        auto primitive = block.primitive_for(engine, rows, w.k(), to_dnnl(a_type), to_dnnl(c_type));
         if (!primitive.is_ok()) return primitive.status();
         out->push_back(primitive.value());
       }
     }
-    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(src_type);
+    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(a_type);
     const size_t c_element = element_size(c_type);
     std::mutex failure_mutex;
     std::string failure;
@@ -336,7 +318,7 @@ struct HostDevice::Impl {
           if (out.size() < bytes) out.resize(bytes);
           dnnl::stream stream(engine);
           dnnl::memory src(
-              {{rows, w.k()}, to_dnnl(src_type), dnnl_tag::ab}, engine,
+              {{rows, w.k()}, to_dnnl(a_type), dnnl_tag::ab}, engine,
               const_cast<uint8_t*>(static_cast<const uint8_t*>(source) + row * a_row_bytes));
           dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
                            out.data());
@@ -347,19 +329,8 @@ struct HostDevice::Impl {
                                             {DNNL_ARG_SCRATCHPAD, scratchpad}});
           stream.wait();
         };
-        thread_local std::vector<uint8_t> block_out, block_low;
+        thread_local std::vector<uint8_t> block_out;
         execute(a, block_out);
-        if (split) {
-          execute(low_half, block_low);
-          auto* out = reinterpret_cast<int32_t*>(block_out.data());
-          const auto* lo = reinterpret_cast<const int32_t*>(block_low.data());
-          const int32_t* sums = weight->column_sums().data() + block.first_column();
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < block.width(); ++c) {
-              const int64_t i = r * block.width() + c;
-              out[i] = 2 * out[i] + lo[i] + correction_scale * sums[c];
-            }
-        }
         sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);
@@ -369,6 +340,76 @@ struct HostDevice::Impl {
     context.run(static_cast<size_t>(panels) * blocks.size(), task);
     if (!failure.empty()) {
       return Status(StatusCode::kDeviceFailure, str_cat("oneDNN matmul failed: ", failure));
+    }
+    return Status::ok();
+  }
+
+  // An int8 weight for the float32 kernels (host/float_exact_int8.h), one float weight per chunk.
+  Result<std::unique_ptr<PackedWeight>> pack_float_int8(const int8_t* weight, int64_t k,
+                                                        int64_t n) {
+    if (k <= 0 || n <= 0) return invalid_argument(str_cat("weight shape ", k, "x", n, " is empty"));
+    const FloatChunks plan = float_chunks_for(k);
+    std::vector<std::unique_ptr<PackedWeight>> chunks;
+    std::vector<float> widened;
+    for (int64_t c = 0; c < plan.count; ++c) {
+      widened.resize(static_cast<size_t>(plan.size(c) * n));
+      widen_weight_rows(weight, n, plan.begin(c), plan.size(c), widened.data());
+      auto packed = pack(widened.data(), plan.size(c), n, ElementType::kFloat32,
+                         ElementType::kFloat32, ElementType::kFloat32);
+      if (!packed.is_ok()) return packed.status();
+      chunks.push_back(std::move(packed).value());
+    }
+    std::vector<int32_t> column_sums(static_cast<size_t>(n), 0);
+    for (int64_t row = 0; row < k; ++row)
+      for (int64_t col = 0; col < n; ++col) column_sums[col] += weight[row * n + col];
+    return std::unique_ptr<PackedWeight>(
+        new FloatInt8Weight(k, n, std::move(chunks), std::move(column_sums)));
+  }
+
+  // One float GEMM per chunk of K. Every chunk's values are exact integers; one chunk is handed
+  // on block by block as int32, several are summed in an M x N int32 buffer and the last chunk's
+  // blocks are handed on as they complete.
+  Status run_float_int8(const void* a, ElementType a_type, int64_t m, const FloatInt8Weight& w,
+                        const Int32BlockSink& sink, const ExecContext& context) {
+    if (m < 0) return invalid_argument(str_cat("row count ", m, " is negative"));
+    if (m == 0) return Status::ok();
+    const int64_t n = w.n();
+    const FloatChunks plan = float_chunks_for(w.k());
+    const int32_t* sums = w.column_sums().data();
+    // The calling thread's buffers, grown to the largest call and kept (the pool's tasks only
+    // read or write disjoint blocks of them during this call).
+    thread_local std::vector<float> widened;
+    thread_local std::vector<int32_t> total;
+    if (plan.count > 1) total.assign(static_cast<size_t>(m * n), 0);
+    for (int64_t c = 0; c < plan.count; ++c) {
+      widened.resize(static_cast<size_t>(m * plan.size(c)));
+      widen_activation_columns(a, a_type, m, w.k(), plan.begin(c), plan.size(c), widened.data());
+      const bool last = c + 1 == plan.count;
+      int32_t* sum_buffer = plan.count > 1 ? total.data() : nullptr;
+      const RawSink to_int32 = [&](int64_t row, int64_t col, int64_t rows, int64_t cols,
+                                   const void* data) {
+        const auto* values = static_cast<const float*>(data);
+        thread_local std::vector<int32_t> block;
+        int32_t* out = sum_buffer ? sum_buffer + row * n + col : nullptr;
+        const int64_t ld = sum_buffer ? n : cols;
+        if (!sum_buffer) {
+          block.resize(static_cast<size_t>(rows * cols));
+          out = block.data();
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          int32_t* dst = out + r * ld;
+          const float* src = values + r * cols;
+          const int32_t* column_sum = sums + col;
+          for (int64_t i = 0; i < cols; ++i) {
+            const int32_t correction = last ? shift_correction(a_type, column_sum[i]) : 0;
+            const auto value = static_cast<int32_t>(src[i]) + correction;
+            dst[i] = sum_buffer ? dst[i] + value : value;
+          }
+        }
+        if (last) sink(row, col, rows, cols, out, ld);
+      };
+      NPUFLOW_RETURN_IF_ERROR(run(widened.data(), ElementType::kFloat32, m, *w.chunks()[c],
+                                  ElementType::kFloat32, to_int32, context));
     }
     return Status::ok();
   }
@@ -385,6 +426,7 @@ std::string HostDevice::description() const {
 
 Result<std::unique_ptr<PackedWeight>> HostDevice::pack_int8_weight(const int8_t* weight, int64_t k,
                                                                    int64_t n) {
+  if (impl_->float_int8) return impl_->pack_float_int8(weight, k, n);
   return impl_->pack(weight, k, n, ElementType::kInt8, ElementType::kUInt8, ElementType::kInt32);
 }
 
@@ -394,6 +436,19 @@ Status HostDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const
     return invalid_argument("gemm_int8 takes int8 or uint8 activations");
   }
   if (w.type() != ElementType::kInt8) return invalid_argument("gemm_int8 needs an int8 weight");
+  if (const auto* widened = dynamic_cast<const FloatInt8Weight*>(&w)) {
+    const int64_t n = w.n();
+    return impl_->run_float_int8(
+        a, a_type, m, *widened,
+        [c, n](int64_t row, int64_t col, int64_t rows, int64_t cols, const int32_t* data,
+               int64_t ld) {
+          for (int64_t r = 0; r < rows; ++r) {
+            std::memcpy(c + (row + r) * n + col, data + r * ld,
+                        static_cast<size_t>(cols) * sizeof(int32_t));
+          }
+        },
+        context);
+  }
   return impl_->run(a, a_type, m, w, ElementType::kInt32, copy_into(c, w.n()), context);
 }
 
@@ -404,6 +459,9 @@ Status HostDevice::gemm_int8_blocks(const void* a, ElementType a_type, int64_t m
     return invalid_argument("gemm_int8 takes int8 or uint8 activations");
   }
   if (w.type() != ElementType::kInt8) return invalid_argument("gemm_int8 needs an int8 weight");
+  if (const auto* widened = dynamic_cast<const FloatInt8Weight*>(&w)) {
+    return impl_->run_float_int8(a, a_type, m, *widened, sink, context);
+  }
   return impl_->run(
       a, a_type, m, w, ElementType::kInt32,
       [&sink](int64_t row, int64_t col, int64_t rows, int64_t cols, const void* data) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/requantize_rows.h"
+
 namespace npuflow {
 
 int32_t requantize_value(double scaled, int32_t zero_point, ElementType type) {
@@ -54,6 +56,36 @@ QdqEpilogue::QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight) : spec_(
       w_scale_[col] = spec.w_scales.size() == 1 ? spec.w_scales[0] : spec.w_scales[col];
     }
   }
+  if (spec.output) prepare_fast_requantize();
+}
+
+void QdqEpilogue::prepare_fast_requantize() {
+  const int64_t n = spec_.n;
+  max_weight_offset_ = 0;
+  for (int64_t col = 0; col < n; ++col) {
+    max_weight_offset_ = std::max(max_weight_offset_, max_weight_offset(zp_w_[col]));
+  }
+  zp_w_bits_.resize(n);
+  column_bias_bits_.resize(n);
+  multiplier_float_.resize(n);
+  for (int64_t col = 0; col < n; ++col) {
+    zp_w_bits_[col] = static_cast<uint32_t>(zp_w_[col]);
+    // column_bias_ holds an exact integer; modulo 2^32 is all the wrapping kernel needs.
+    column_bias_bits_[col] = static_cast<uint32_t>(static_cast<int64_t>(column_bias_[col]));
+    multiplier_float_[col] = static_cast<float>(multiplier_[col]);
+  }
+  if (spec_.x_per_row) {
+    // Each row's multipliers and zero point are checked as the row runs.
+    column_term_integer_.resize(n);
+    for (int64_t col = 0; col < n; ++col) {
+      column_term_integer_[col] = static_cast<int64_t>(column_term_[col]);
+    }
+    fast_requantize_ = true;
+    return;
+  }
+  fast_requantize_ = accumulators_fit_int32(spec_.k, spec_.x_zero_point, max_weight_offset_) &&
+                     std::all_of(multiplier_.begin(), multiplier_.end(),
+                                 [](double m) { return fast_requantize_multiplier_ok(m); });
 }
 
 void QdqEpilogue::compute_row_sums(const void* a, ElementType a_type, int64_t m,
@@ -77,95 +109,77 @@ void QdqEpilogue::apply(const int32_t* acc, const int64_t* row_sums, int64_t m, 
   apply_block(acc, spec_.n, 0, 0, m, spec_.n, row_sums, out, rows);
 }
 
-namespace {
-
-// Round half to even for |v| < 2^51 under the default rounding mode, in a form compilers
-// vectorize (std::nearbyint does not).
-constexpr double kRoundingMagic = 6755399441055744.0;  // 1.5 * 2^52
-
-// One row of a block, branch-free so it vectorizes. Every quantity is an integer below 2^53 until
-// the multiply, so the double sums are exact and the only rounding is the final one.
-// On x86-64 both rows are cloned for AVX-512 and AVX2 machines, picked at load time; clang (the
-// libFuzzer build) cannot clone a template, so there it is built for the baseline ISA, as it is on
-// other architectures (aarch64: NEON is the baseline).
-#if defined(__x86_64__)
-#define NPUFLOW_CLONED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define NPUFLOW_CLONED
-#endif
-#if defined(__clang__)
-#define NPUFLOW_CLONED_TEMPLATE
-#else
-#define NPUFLOW_CLONED_TEMPLATE NPUFLOW_CLONED
-#endif
-
-template <typename Out>
-NPUFLOW_CLONED_TEMPLATE void requantize_row(const int32_t* acc, const double* column_bias,
-                                            const double* zp_w, double row_sum,
-                                            const double* multiplier, int64_t cols, double lo,
-                                            double hi, int32_t zero_point, Out* out) {
-  for (int64_t c = 0; c < cols; ++c) {
-    double v = (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c];
-    v = std::min(std::max(v, -1048576.0), 1048576.0);
-    v = (v + kRoundingMagic) - kRoundingMagic;
-    v = std::min(std::max(v, lo), hi);  // [type min - zp, type max - zp]
-    out[c] = static_cast<Out>(static_cast<int32_t>(v) + zero_point);
-  }
-}
-
-NPUFLOW_CLONED void scale_row(const int32_t* acc, const double* column_bias, const double* zp_w,
-                              double row_sum, const double* multiplier, int64_t cols, float* out) {
-  for (int64_t c = 0; c < cols; ++c) {
-    out[c] = static_cast<float>(
-        (static_cast<double>(acc[c]) + (column_bias[c] - zp_w[c] * row_sum)) * multiplier[c]);
-  }
-}
-
-}  // namespace
-
 void QdqEpilogue::apply_block(const int32_t* acc, int64_t ld, int64_t row, int64_t col,
                               int64_t rows, int64_t cols, const int64_t* row_sums, void* out,
                               const RowQuantization* quant) const {
   const int64_t n = spec_.n;
-  const double* column_bias = column_bias_.data() + col;
-  const double* zp_w = zp_w_double_.data() + col;
-  const double* multiplier = multiplier_.data() + col;
+  RequantizeRowTerms terms;
+  terms.cols = cols;
+  terms.column_bias = column_bias_.data() + col;
+  terms.zp_w = zp_w_double_.data() + col;
+  terms.multiplier = multiplier_.data() + col;
+  if (spec_.output) {
+    terms.column_bias_bits = column_bias_bits_.data() + col;
+    terms.zp_w_bits = zp_w_bits_.data() + col;
+    terms.multiplier_float = multiplier_float_.data() + col;
+  }
   // Per-row activations: each row's column bias and multiplier, formed as the per-tensor ones
   // are (integers exact in double; s_x * s_w exact, one rounding dividing by s_y).
   thread_local std::vector<double> row_bias, row_multiplier;
+  thread_local std::vector<uint32_t> row_bias_bits;
+  thread_local std::vector<float> row_multiplier_float;
   if (spec_.x_per_row) {
     row_bias.resize(static_cast<size_t>(cols));
     row_multiplier.resize(static_cast<size_t>(cols));
+    if (spec_.output) {
+      row_bias_bits.resize(static_cast<size_t>(cols));
+      row_multiplier_float.resize(static_cast<size_t>(cols));
+    }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* acc_row = acc + r * ld;
     const int64_t out_row = row + r;
-    const double row_sum = needs_row_sums_ ? static_cast<double>(row_sums[out_row]) : 0.0;
+    terms.acc = acc + r * ld;
+    const int64_t row_sum = needs_row_sums_ ? row_sums[out_row] : 0;
+    terms.row_sum = static_cast<double>(row_sum);
+    terms.row_sum_bits = static_cast<uint32_t>(row_sum);
     const int64_t offset = out_row * n + col;
+    bool fast = fast_requantize_;
     if (spec_.x_per_row) {
-      const double zp_x = quant->zero_points[out_row];
+      const int32_t zp_x = quant->zero_points[out_row];
       const double s_x = quant->scales[out_row];
       for (int64_t c = 0; c < cols; ++c) {
-        row_bias[static_cast<size_t>(c)] = zp_x * column_term_[static_cast<size_t>(col + c)];
+        const auto i = static_cast<size_t>(c);
+        row_bias[i] = zp_x * column_term_[static_cast<size_t>(col + c)];
         double m = s_x * w_scale_[static_cast<size_t>(col + c)];
         if (spec_.output) m /= static_cast<double>(spec_.output->scale);
-        row_multiplier[static_cast<size_t>(c)] = m;
+        row_multiplier[i] = m;
       }
-      column_bias = row_bias.data();
-      multiplier = row_multiplier.data();
+      terms.column_bias = row_bias.data();
+      terms.multiplier = row_multiplier.data();
+      if (spec_.output) {
+        fast = accumulators_fit_int32(spec_.k, zp_x, max_weight_offset_);
+        for (int64_t c = 0; c < cols && fast; ++c) {
+          const auto i = static_cast<size_t>(c);
+          fast = fast_requantize_multiplier_ok(row_multiplier[i]);
+          row_bias_bits[i] = static_cast<uint32_t>(
+              int64_t{zp_x} * column_term_integer_[static_cast<size_t>(col + c)]);
+          row_multiplier_float[i] = static_cast<float>(row_multiplier[i]);
+        }
+        terms.column_bias_bits = row_bias_bits.data();
+        terms.multiplier_float = row_multiplier_float.data();
+      }
     }
     if (!spec_.output) {
-      scale_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols,
-                static_cast<float*>(out) + offset);
+      scale_row(terms, static_cast<float*>(out) + offset);
       continue;
     }
-    const int32_t zp_y = spec_.output->zero_point;
-    if (spec_.output->type == ElementType::kUInt8) {
-      requantize_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols, 0.0 - zp_y,
-                     255.0 - zp_y, zp_y, static_cast<uint8_t*>(out) + offset);
+    const RequantizeOutput output{spec_.output->zero_point,
+                                  spec_.output->type == ElementType::kUInt8};
+    void* out_row_start = static_cast<uint8_t*>(out) + offset;  // one byte per value
+    if (fast) {
+      requantize_row_fast(terms, output, out_row_start);
     } else {
-      requantize_row(acc_row, column_bias, zp_w, row_sum, multiplier, cols, -128.0 - zp_y,
-                     127.0 - zp_y, zp_y, static_cast<int8_t*>(out) + offset);
+      requantize_row_exact(terms, output, out_row_start);
     }
   }
 }

@@ -10,7 +10,8 @@
 //
 // The output zero point is added after rounding: rounding after an integer shift would move
 // exact ties to the wrong neighbour. The scale product is formed in double, so the only rounding
-// is the final one.
+// is the final one. Quantized outputs are requantized at float32 width where that provably gives
+// the same integers, and in double near rounding ties (quant/requantize_rows.h).
 #pragma once
 
 #include <cstdint>
@@ -73,7 +74,12 @@ class QdqEpilogue {
 
   const QdqGemmSpec& spec() const { return spec_; }
 
+  // Whether quantized outputs take the float32 row kernel (per-row activations decide per row).
+  bool fast_requantize() const { return fast_requantize_; }
+
  private:
+  void prepare_fast_requantize();
+
   QdqGemmSpec spec_;
   bool needs_row_sums_ = false;
   std::vector<int64_t> column_sums_;  // empty unless zp_x != 0
@@ -85,6 +91,13 @@ class QdqEpilogue {
   // and s_w[n] / 1 (times s_x[m], then divided by s_y, the multiplier of row m).
   std::vector<double> column_term_;
   std::vector<double> w_scale_;
+  // The fast row kernel's terms: the integers above modulo 2^32, the multipliers in float.
+  bool fast_requantize_ = false;
+  int64_t max_weight_offset_ = 0;
+  std::vector<uint32_t> column_bias_bits_;
+  std::vector<uint32_t> zp_w_bits_;
+  std::vector<float> multiplier_float_;
+  std::vector<int64_t> column_term_integer_;
 };
 
 // Round half to even, then add the zero point, then saturate to the output type's range.

@@ -39,7 +39,7 @@ ExecContext two_threads() {
 }
 
 template <typename A>
-void check_int8(ElementType type, int64_t m, int64_t k, int64_t n, bool split = false) {
+void check_int8(ElementType type, int64_t m, int64_t k, int64_t n, bool on_float = false) {
   std::mt19937 rng(static_cast<uint32_t>(m * 131 + k * 7 + n));
   std::uniform_int_distribution<int> any(-128, 255);
   std::vector<A> a(m * k);
@@ -47,7 +47,7 @@ void check_int8(ElementType type, int64_t m, int64_t k, int64_t n, bool split = 
   std::vector<int8_t> w(k * n);
   for (auto& v : w) v = static_cast<int8_t>(any(rng) - 64);
   DeviceOptions options;
-  options.split_int8 = split;
+  options.float_int8 = on_float;
   HostDevice device(options);
   auto packed = device.pack_int8_weight(w.data(), k, n);
   ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
@@ -68,29 +68,77 @@ TEST(HostDevice, Int8GemmIsExactForUnsignedActivations) {
   for (int64_t m : {1, 3, 32}) check_int8<uint8_t>(ElementType::kUInt8, m, 128, 40);
 }
 
-// The 7-bit split that keeps int8 exact on oneDNN kernels that saturate int16 pair sums (CPUs
-// without VNNI). It runs there by itself; forced here so every CPU tests it.
-TEST(HostDevice, SplitInt8GemmIsExactForBothActivationTypes) {
+// The float32 path that keeps int8 exact where oneDNN's int8 kernels saturate int16 pair sums
+// (CPUs without VNNI). It runs there by itself; forced here so every CPU tests it. K past 1024
+// is cut into chunks (equal ones: 2500 gives 833, 833, 834), summed in int32.
+TEST(HostDevice, FloatInt8GemmIsExactForBothActivationTypes) {
   for (int64_t m : {1, 5, 130}) check_int8<int8_t>(ElementType::kInt8, m, 96, 300, true);
   for (int64_t m : {2, 33}) check_int8<uint8_t>(ElementType::kUInt8, m, 128, 40, true);
+  for (int64_t m : {3, 129}) check_int8<uint8_t>(ElementType::kUInt8, m, 2500, 260, true);
+  check_int8<int8_t>(ElementType::kInt8, 7, 1025, 33, true);
 }
 
-TEST(HostDevice, SplitInt8GemmIsExactAtSaturatingValues) {
-  // 255 x -128 in every pair: what vpmaddubsw clips to -32768 per pair.
-  const int64_t m = 8, k = 1024, n = 48;
-  std::vector<uint8_t> a(m * k, 255);
-  std::vector<int8_t> w(k * n, -128);
-  for (bool split : {false, true}) {
-    DeviceOptions options;
-    options.split_int8 = split;
-    HostDevice device(options);
-    auto packed = device.pack_int8_weight(w.data(), k, n);
-    ASSERT_TRUE(packed.is_ok());
-    std::vector<int32_t> c(m * n);
-    ASSERT_TRUE(
-        device.gemm_int8(a.data(), ElementType::kUInt8, m, *packed.value(), c.data(), {}).is_ok());
-    for (int32_t v : c) ASSERT_EQ(v, k * 255 * -128) << "split=" << split;
+// Every product at its largest, every sum at its largest: what vpmaddubsw clips to -32768 per
+// pair, and, over K = 3072, past float32's 2^24 unless K is chunked.
+TEST(HostDevice, Int8GemmIsExactAtSaturatingValues) {
+  for (bool on_float : {false, true}) {
+    for (int64_t k : {1024, 3072}) {
+      const int64_t m = 8, n = 48;
+      DeviceOptions options;
+      options.float_int8 = on_float;
+      HostDevice device(options);
+      std::vector<int8_t> w(k * n, -128);
+      auto packed = device.pack_int8_weight(w.data(), k, n);
+      ASSERT_TRUE(packed.is_ok());
+      std::vector<uint8_t> a(m * k, 255);
+      std::vector<int32_t> c(m * n);
+      ASSERT_TRUE(device.gemm_int8(a.data(), ElementType::kUInt8, m, *packed.value(), c.data(), {})
+                      .is_ok());
+      for (int32_t v : c) ASSERT_EQ(v, k * 255 * -128) << "float=" << on_float << " k=" << k;
+      std::vector<int8_t> s(m * k, -128);
+      ASSERT_TRUE(
+          device.gemm_int8(s.data(), ElementType::kInt8, m, *packed.value(), c.data(), {}).is_ok());
+      for (int32_t v : c) ASSERT_EQ(v, k * 16384) << "float=" << on_float << " k=" << k;
+    }
   }
+}
+
+// Sums far past 2^24 whose low bits matter: a float32 GEMM over all of K = 3072 would round
+// them; each chunk of at most 1024 stays exact.
+TEST(HostDevice, FloatInt8GemmChunksSumsPastTwoToThe24) {
+  const int64_t m = 4, k = 3072, n = 40;
+  std::vector<int8_t> w(k * n);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      w[i * n + j] = static_cast<int8_t>((i * 7 + j) % 5 ? -128 : -127);
+  std::vector<uint8_t> a(m * k);
+  std::vector<int8_t> s(m * k);
+  for (int64_t i = 0; i < m * k; ++i) {
+    a[i] = static_cast<uint8_t>(255 - i % 2);
+    s[i] = static_cast<int8_t>(-128 + i % 3);
+  }
+  DeviceOptions options;
+  options.float_int8 = true;
+  HostDevice device(options);
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  auto not_a_float = [](const std::vector<int32_t>& values) {
+    return std::count_if(values.begin(), values.end(), [](int32_t v) {
+      return static_cast<int64_t>(static_cast<float>(v)) != v;
+    });
+  };
+  std::vector<int32_t> c(m * n);
+  ASSERT_TRUE(
+      device.gemm_int8(a.data(), ElementType::kUInt8, m, *packed.value(), c.data(), {}).is_ok());
+  const auto unsigned_expected = brute_force(a, w, m, k, n);
+  EXPECT_EQ(c, unsigned_expected);
+  ASSERT_TRUE(
+      device.gemm_int8(s.data(), ElementType::kInt8, m, *packed.value(), c.data(), {}).is_ok());
+  const auto signed_expected = brute_force(s, w, m, k, n);
+  EXPECT_EQ(c, signed_expected);
+  // The case is one a float32 result could not hold.
+  EXPECT_GT(not_a_float(unsigned_expected), m * n / 2);
+  EXPECT_GT(not_a_float(signed_expected), m * n / 2);
 }
 
 TEST(HostDevice, Int8GemmIsExactAtExtremeValues) {
