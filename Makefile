@@ -142,7 +142,8 @@ demo: demo-build $(DEMO_SIGLIP) $(DEMO_MODEL)
 	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_MODEL)
 
 bench: build bench-encoders
-	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py --runs 10 --rounds 3 \
+	  --threads 2
 
 # The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
 bench-encoders: build

@@ -104,10 +104,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", choices=ARMS)
     parser.add_argument("--model")
-    parser.add_argument("--rows", type=int, nargs="*", default=[16, 32, 128, 512])
+    parser.add_argument("--rows", type=int, nargs="*", default=[1, 16, 32, 128, 512])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rss-shape", default="256x1024x1024", help="MxKxN of the RSS case")
     args = parser.parse_args()
     if args.worker:
