@@ -1,6 +1,7 @@
 #include "ops/side_operands.h"
 
 #include <cstddef>
+#include <cstring>
 
 #include "core/strings.h"
 
@@ -11,6 +12,14 @@ const float* side_rows(const float* data, const std::vector<int64_t>& shape, int
   for (size_t i = 0; i + 2 < shape.size(); ++i) lead *= shape[i];
   const int64_t per = shape.size() >= 2 ? shape[shape.size() - 2] * shape.back() : 0;
   return data + (lead > 1 ? image * per : 0);
+}
+
+const float* repeat_row(const float* row, int64_t rows, int64_t d, std::vector<float>& storage) {
+  storage.resize(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(storage.data() + r * d, row, static_cast<size_t>(d) * sizeof(float));
+  }
+  return storage.data();
 }
 
 Status check_side_shape(const char* what, const std::vector<int64_t>& shape, int64_t rows,

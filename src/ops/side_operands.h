@@ -12,6 +12,9 @@ namespace npuflow {
 // The side operand's rows for one image: [.., rows, D] with a leading batch of 1 or B.
 const float* side_rows(const float* data, const std::vector<int64_t>& shape, int64_t image);
 // `shape` is [.., rows, d] (rows < 0: any) with leading dims of 1 or `batch` in all.
+// One row repeated `rows` times in `storage`: a broadcast side operand laid out row per token.
+const float* repeat_row(const float* row, int64_t rows, int64_t d, std::vector<float>& storage);
+
 Status check_side_shape(const char* what, const std::vector<int64_t>& shape, int64_t rows,
                         int64_t d, int64_t batch);
 // The attention bias's shape as the scores [B, H, T, T] see it under ONNX broadcasting (aligned

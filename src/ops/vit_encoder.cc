@@ -345,6 +345,8 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
 
   const float* cls = nullptr;
   std::vector<int64_t> cls_shape, pos_shape;
+  bool pos_one_row = false;
+  std::vector<float> pos_rows;  // a one-row embedding repeated for each token
   const float* pos = nullptr;
   int64_t prefix = 0;
   if (from_pixels_ && cls_spec_.present) {
@@ -368,8 +370,12 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
       pos = in.data;
       pos_shape = in.shape;
     }
-    NPUFLOW_RETURN_IF_ERROR(
-        check_side_shape("position embedding", pos_shape, tokens - register_rows_, hidden_, batch));
+    // A computed one-row embedding ([.., 1, d] or [d]) is broadcast to every token, as in ONNX.
+    if (pos_shape.size() == 1) pos_shape.insert(pos_shape.begin(), 1);
+    pos_one_row = pos_shape.size() >= 2 && pos_shape[pos_shape.size() - 2] == 1;
+    NPUFLOW_RETURN_IF_ERROR(check_side_shape("position embedding", pos_shape,
+                                             pos_one_row ? 1 : tokens - register_rows_, hidden_,
+                                             batch));
   }
 
   // Each attention bias as [B|1, H|1, T|1, T|1], by side input index (empty: not a bias).
@@ -460,6 +466,7 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
     }
     const float* cls_b = cls ? side_rows(cls, cls_shape, b) : nullptr;
     const float* pos_b = pos ? side_rows(pos, pos_shape, b) : nullptr;
+    if (pos_b && pos_one_row) pos_b = repeat_row(pos_b, tokens - register_rows_, hidden_, pos_rows);
     NPUFLOW_RETURN_IF_ERROR(run_one(image, cls_b, pos_b, tokens, tokens - prefix - register_rows_,
                                     gw, from_pixels_ ? main.shape[1] : 0,
                                     from_pixels_ ? main.shape[2] : 0,
