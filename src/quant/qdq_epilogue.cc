@@ -52,7 +52,7 @@ QdqEpilogue::QdqEpilogue(const QdqGemmSpec& spec, const int8_t* weight) : spec_(
     column_term_.resize(n);
     w_scale_.resize(n);
     for (int64_t col = 0; col < n; ++col) {
-      column_term_[col] = static_cast<double>(spec.k * int64_t{zp_w_[col]} - column_sums_[col]);
+      column_term_[col] = spec.k * int64_t{zp_w_[col]} - column_sums_[col];
       w_scale_[col] = spec.w_scales.size() == 1 ? spec.w_scales[0] : spec.w_scales[col];
     }
   }
@@ -76,10 +76,6 @@ void QdqEpilogue::prepare_fast_requantize() {
   }
   if (spec_.x_per_row) {
     // Each row's multipliers and zero point are checked as the row runs.
-    column_term_integer_.resize(n);
-    for (int64_t col = 0; col < n; ++col) {
-      column_term_integer_[col] = static_cast<int64_t>(column_term_[col]);
-    }
     fast_requantize_ = true;
     return;
   }
@@ -149,7 +145,7 @@ void QdqEpilogue::apply_block(const int32_t* acc, int64_t ld, int64_t row, int64
       const double s_x = quant->scales[out_row];
       for (int64_t c = 0; c < cols; ++c) {
         const auto i = static_cast<size_t>(c);
-        row_bias[i] = zp_x * column_term_[static_cast<size_t>(col + c)];
+        row_bias[i] = zp_x * static_cast<double>(column_term_[static_cast<size_t>(col + c)]);
         double m = s_x * w_scale_[static_cast<size_t>(col + c)];
         if (spec_.output) m /= static_cast<double>(spec_.output->scale);
         row_multiplier[i] = m;
@@ -161,8 +157,8 @@ void QdqEpilogue::apply_block(const int32_t* acc, int64_t ld, int64_t row, int64
         for (int64_t c = 0; c < cols && fast; ++c) {
           const auto i = static_cast<size_t>(c);
           fast = fast_requantize_multiplier_ok(row_multiplier[i]);
-          row_bias_bits[i] = static_cast<uint32_t>(
-              int64_t{zp_x} * column_term_integer_[static_cast<size_t>(col + c)]);
+          row_bias_bits[i] =
+              static_cast<uint32_t>(int64_t{zp_x} * column_term_[static_cast<size_t>(col + c)]);
           row_multiplier_float[i] = static_cast<float>(row_multiplier[i]);
         }
         terms.column_bias_bits = row_bias_bits.data();

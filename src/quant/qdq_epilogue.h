@@ -89,7 +89,7 @@ class QdqEpilogue {
   std::vector<double> zp_w_double_;
   // Per-row activations: K * zp_w[n] - colsum_w[n] (times zp_x[m], the column bias of row m),
   // and s_w[n] / 1 (times s_x[m], then divided by s_y, the multiplier of row m).
-  std::vector<double> column_term_;
+  std::vector<int64_t> column_term_;
   std::vector<double> w_scale_;
   // The fast row kernel's terms: the integers above modulo 2^32, the multipliers in float.
   bool fast_requantize_ = false;
@@ -97,7 +97,6 @@ class QdqEpilogue {
   std::vector<uint32_t> column_bias_bits_;
   std::vector<uint32_t> zp_w_bits_;
   std::vector<float> multiplier_float_;
-  std::vector<int64_t> column_term_integer_;
 };
 
 // Round half to even, then add the zero point, then saturate to the output type's range.

@@ -37,9 +37,13 @@ constexpr float kTieMargin = 4.76837158203125e-07f;  // 2^-21
 // One value of the exact kernel. Every quantity is an integer below 2^53 until the multiply, so
 // the double sums are exact (a contracted multiply-add gives the same) and the only rounding is
 // the final one.
+inline double exact_product(const RequantizeRowTerms& t, int64_t c) {
+  return (static_cast<double>(t.acc[c]) + (t.column_bias[c] - t.zp_w[c] * t.row_sum)) *
+         t.multiplier[c];
+}
+
 inline int32_t exact_value(const RequantizeRowTerms& t, int64_t c, double lo, double hi) {
-  double v = (static_cast<double>(t.acc[c]) + (t.column_bias[c] - t.zp_w[c] * t.row_sum)) *
-             t.multiplier[c];
+  double v = exact_product(t, c);
   v = std::min(std::max(v, -1048576.0), 1048576.0);
   v = (v + kRoundingMagic) - kRoundingMagic;
   return static_cast<int32_t>(std::min(std::max(v, lo), hi));  // [type min - zp, type max - zp]
@@ -142,11 +146,7 @@ int64_t requantize_row_fast(const RequantizeRowTerms& terms, const RequantizeOut
 }
 
 NPUFLOW_CLONED void scale_row(const RequantizeRowTerms& t, float* __restrict out) {
-  for (int64_t c = 0; c < t.cols; ++c) {
-    out[c] = static_cast<float>(
-        (static_cast<double>(t.acc[c]) + (t.column_bias[c] - t.zp_w[c] * t.row_sum)) *
-        t.multiplier[c]);
-  }
+  for (int64_t c = 0; c < t.cols; ++c) out[c] = static_cast<float>(exact_product(t, c));
 }
 
 }  // namespace npuflow
