@@ -24,6 +24,13 @@ constexpr std::array kKnobs = {
              "(DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]), MatMulInteger "
              "and QLinearMatMul as fused integer nodes. 0 turns these claims off (the control "
              "arm)."},
+    KnobSpec{"quant", "NPUFLOW_QUANT", KnobKind::kChoice, "fp16", "fp16|w8a8|strict",
+             "How an encoder whose linears are QDQ groups is claimed. fp16: as one encoder "
+             "node, its weights dequantized once (fp16 on the NPU, fp32 on host) and its "
+             "activation Q/DQ pairs dropped; the QDQ groups inside it give way. w8a8: every QDQ "
+             "MatMul group stays a native int8 claim with the exact epilogue, and the encoder "
+             "is not claimed as one node. strict: as fp16, and a quantized graph whose encoder "
+             "candidate is not claimed fails session creation with the reason."},
     KnobSpec{"float_matmul", "NPUFLOW_FLOAT_MATMUL", KnobKind::kChoice, "off", "off|int8",
              "int8 also claims every float MatMul with a constant 2-D weight that no other claim "
              "takes, as an int8 GEMM: the weight quantized once per output column, the "

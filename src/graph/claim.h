@@ -127,6 +127,9 @@ struct VisionEncoderClaim {
   int64_t heads = 0;
   std::string heads_source;  // how the head count was found: graph | knob
   bool from_pixels = true;
+  // Matched on a QDQ graph's float reading (NPUFLOW_QUANT=fp16): weights read through their
+  // DequantizeLinear, activation Q/DQ pairs dropped.
+  bool dequantized = false;
   std::string input;  // pixels [B,C,H,W] or the stream [B,T,D]
   std::string patch_weight, patch_bias;
   int64_t stride_h = 1, stride_w = 1;

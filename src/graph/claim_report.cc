@@ -49,6 +49,7 @@ std::vector<std::string> summarize_claims(const std::string& graph_name, const C
         "graph '", graph_name, "': vision encoder '", claim.anchor_name, "' family=", e.family,
         " layers=", e.layers.size(), " hidden=", e.hidden, " heads=", e.heads, " (", e.heads_source,
         ") exits=", e.exits.size(), e.from_pixels ? " from pixels" : " from the stream",
+        e.dequantized ? ", weights dequantized (NPUFLOW_QUANT=fp16)" : "",
         e.note.empty() ? "" : " - ", e.note));
   }
   std::map<std::string, std::pair<int, const Refusal*>> by_reason;
@@ -110,6 +111,7 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       "\",\"layers\":", e.layers.size(), ",\"hidden\":", e.hidden, ",\"heads\":", e.heads,
       ",\"heads_source\":\"", e.heads_source,
       "\",\"from_pixels\":", e.from_pixels ? "true" : "false",
+      ",\"dequantized\":", e.dequantized ? "true" : "false",
       ",\"class_token\":", e.cls.present ? "true" : "false", ",\"registers\":", e.register_count,
       ",\"register_position\":", e.register_position,
       ",\"pre_norm\":", e.pre_norm ? "true" : "false", ",\"layer_scale_layers\":", layer_scale,

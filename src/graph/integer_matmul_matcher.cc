@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "core/strings.h"
+#include "graph/quant_params.h"
 
 namespace npuflow {
 namespace {
@@ -13,14 +14,7 @@ namespace {
 constexpr int64_t kMaxQdqK = 65535;
 constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT, Cast's `to`
 
-struct Refused {
-  std::string reason;
-  std::string detail;
-};
-
-bool is_8bit(ElementType type) {
-  return type == ElementType::kInt8 || type == ElementType::kUInt8;
-}
+using Refused = MatchRefusal;
 
 // The sole reader of `value`, or kNoNode when it has several, none, or is a graph output.
 NodeId sole_consumer(const GraphView& graph, ValueId value) {

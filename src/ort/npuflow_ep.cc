@@ -15,6 +15,8 @@
 #include "graph/integer_matmul_matcher.h"
 #include "graph/program_matcher.h"
 #include "graph/qdq_matcher.h"
+#include "graph/quantized_encoders.h"
+#include "graph/quantized_view.h"
 #include "host/host_device.h"
 #include "ort/ep_totals.h"
 #include "ort/fused_node_inputs.h"
@@ -186,9 +188,35 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   }
   apply_claim_policy(claims, policy, costs ? &*costs : nullptr, cost_path);
 
+  // Dynamic int8 and QOperator groups (MatMulInteger, QLinearMatMul): disjoint from the QDQ
+  // groups by op type.
+  IntegerMatcherOptions integer_options;
+  integer_options.enabled = knobs_.flag("qdq");
+  ClaimSet integers = match_integer_matmuls(snap.view, integer_options);
+
+  // Encoders, in a quantized graph as the `quant` knob says; a node belongs to one fused node at
+  // most, and the mode says which side of an overlap gives way.
+  EncoderMatcherOptions encoder_options;
+  encoder_options.enabled = knobs_.flag("vision");
+  encoder_options.heads = knobs_.integer("heads");
+  const QuantMode quant = quant_mode(knobs_.text("quant"));
+  ClaimSet encoders = match_encoders_in_quantized_graph(snap.view, quant, encoder_options);
+  apply_claim_policy(encoders, policy, costs ? &*costs : nullptr, cost_path);
+  resolve_encoder_overlaps(quant, encoders, {&claims, &integers});
+
   OrtNodeFusionOptions fusion{};
   fusion.ort_version_supported = api().version;
   fusion.drop_constant_initializers = false;  // see docs/architecture.md: a known ORT crash path
+  if (auto strict = strict_quant_failure(snap.view, quant, encoders)) {
+    // ORT logs a GetCapability error and goes on; a Compile error fails session creation.
+    const OrtNode* node = snap.ort_nodes[static_cast<size_t>(strict->node)];
+    NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, &node, 1, &fusion));
+    logger_.error(strict->reason);
+    std::lock_guard<std::mutex> lock(mutex_);
+    strict_failures_by_output_[snap.view.value(snap.view.node(strict->node).outputs[0]).name] =
+        strict->reason;
+    return Status::ok();
+  }
   for (const Claim& claim : claims.claims) {
     std::vector<const OrtNode*> nodes;
     for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
@@ -199,11 +227,6 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   }
   for (const std::string& line : summarize_claims(snap.view.name, claims)) logger_.info(line);
 
-  // Dynamic int8 and QOperator groups (MatMulInteger, QLinearMatMul): disjoint from the QDQ
-  // groups by op type.
-  IntegerMatcherOptions integer_options;
-  integer_options.enabled = knobs_.flag("qdq");
-  const ClaimSet integers = match_integer_matmuls(snap.view, integer_options);
   for (const Claim& claim : integers.claims) {
     std::vector<const OrtNode*> nodes;
     for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
@@ -222,25 +245,10 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
       logger_.info(line);
   }
 
-  EncoderMatcherOptions encoder_options;
-  encoder_options.enabled = knobs_.flag("vision");
-  encoder_options.heads = knobs_.integer("heads");
-  ClaimSet encoders = match_vision_encoders(snap.view, encoder_options);
-  // A node belongs to one fused node at most: QDQ groups keep theirs.
   std::set<NodeId> qdq_nodes;
   for (const Claim& claim : claims.claims) qdq_nodes.insert(claim.nodes.begin(), claim.nodes.end());
   for (const Claim& claim : integers.claims)
     qdq_nodes.insert(claim.nodes.begin(), claim.nodes.end());
-  std::erase_if(encoders.claims, [&](const Claim& claim) {
-    const bool overlaps = std::any_of(claim.nodes.begin(), claim.nodes.end(),
-                                      [&](NodeId id) { return qdq_nodes.count(id) > 0; });
-    if (overlaps) {
-      encoders.refusals.push_back({kNoNode, claim.anchor_name, "overlaps_qdq_groups",
-                                   "the encoder contains nodes already claimed as QDQ groups"});
-    }
-    return overlaps;
-  });
-  apply_claim_policy(encoders, policy, costs ? &*costs : nullptr, cost_path);
   for (const Claim& claim : encoders.claims) {
     std::vector<const OrtNode*> nodes;
     for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
@@ -360,9 +368,14 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
     }
     return found;
   };
+  if (auto strict = claimed_by(strict_failures_by_output_)) return invalid_argument(*strict);
   // A vision encoder: one of its exits is an output of the fused subgraph.
-  if (auto encoder = claimed_by(encoders_by_exit_))
-    return compile_encoder(view, *encoder, fused_node, out);
+  if (auto encoder = claimed_by(encoders_by_exit_)) {
+    if (!encoder->dequantized) return compile_encoder(view, *encoder, fused_node, out);
+    // Its weights read through their DequantizeLinear nodes, as the matcher saw them.
+    const DequantizedView dequantized(view);
+    return compile_encoder(dequantized.view(), *encoder, fused_node, out);
+  }
   auto program = claimed_by(programs_by_output_);
   if (program) return compile_program(view, *program, fused_node, out);
 

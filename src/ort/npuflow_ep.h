@@ -60,6 +60,9 @@ class NpuflowEp : public OrtEp {
   std::map<std::string, IntegerMatMulClaim> integer_claims_by_output_;
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
   std::map<std::string, TensorProgram> programs_by_output_;  // the program_ops test knob
+  // NPUFLOW_QUANT=strict: why an unplaced quantized encoder fails the session, by the output of
+  // the one node claimed so that its Compile can fail (ORT logs and ignores GetCapability errors).
+  std::map<std::string, std::string> strict_failures_by_output_;
   struct Totals;
   std::unique_ptr<Totals> totals_;
 };

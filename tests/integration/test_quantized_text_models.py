@@ -7,26 +7,20 @@ whose u8s8 sums saturate on a machine without VNNI: the embeddings' cosine is th
 share of bit-identical hidden values is printed."""
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
-from tokenizers import Tokenizer
 
 from conftest import ROOT, claimed
 from gates import ended_session_profile
 from test_text_encoders import SENTENCES, mean_pool
+from text_fixtures import tokenized
 
 MODELS = ROOT / "third_party" / "text-models-q"
 STEMS = ["all-minilm-l6-v2-q", "e5-small-v2-q"]
 
 
 def feed(stem: str) -> dict:
-    tokenizer = Tokenizer.from_file(str(MODELS / f"{stem}-tokenizer.json"))
-    tokenizer.enable_padding()
-    encoded = tokenizer.encode_batch(SENTENCES)
-    ids = np.array([e.ids for e in encoded], np.int64)
-    mask = np.array([e.attention_mask for e in encoded], np.int64)
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    return tokenized(MODELS / f"{stem}-tokenizer.json", SENTENCES)
 
 
 def matmul_integer_count(path: str) -> int:
