@@ -13,7 +13,7 @@ DEMO_CLI := $(DEMO_DIR)/bin/npuflow
 DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-encoders bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
+        bench-encoders bench-quantized bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim
 
 all: build
@@ -141,9 +141,14 @@ demo: demo-build $(DEMO_SIGLIP) $(DEMO_MODEL)
 	@NPUFLOW_CLAIM=all $(DEMO_CLI) explain $(DEMO_MODEL)
 	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_MODEL)
 
-bench: build bench-encoders
+bench: build bench-encoders bench-quantized
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py --runs 10 --rounds 3 \
 	  --threads 2
+
+# Quantized sentence encoders as users have them (QDQ int8, uint4 blocks, dynamic int8) against
+# the CPU EP running the same models.
+bench-quantized: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/quantized_encoders.py --runs 10
 
 # The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
 bench-encoders: build

@@ -26,7 +26,7 @@ install_debian_packages() {
 install_python_env() {
   local key
   key=$(printf '%s ' "$PY_ONNXRUNTIME" "$PY_ONNX" "$PY_NUMPY" "$PY_PYTEST" "$PY_TOKENIZERS" \
-    "$(python3 -V)" | sha1sum | cut -c1-12)
+    "$QUANT_TOOL_ONNX_IR" "$QUANT_TOOL_SYMPY" "$(python3 -V)" | sha1sum | cut -c1-12)
   local venv="$cache/venv-$key"
   if [[ ! -x $venv/bin/python || ! -f $venv/.complete ]]; then
     log "creating Python environment $venv"
@@ -34,7 +34,7 @@ install_python_env() {
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
       "onnxruntime==$PY_ONNXRUNTIME" "onnx==$PY_ONNX" "numpy==$PY_NUMPY" "pytest==$PY_PYTEST" \
-      "tokenizers==$PY_TOKENIZERS"
+      "tokenizers==$PY_TOKENIZERS" "onnx-ir==$QUANT_TOOL_ONNX_IR" "sympy==$QUANT_TOOL_SYMPY"
     touch "$venv/.complete"
   fi
   ln -sfn "$venv" "$root/.venv"

@@ -1,11 +1,71 @@
 #include "graph/quant_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/strings.h"
 
 namespace npuflow {
+namespace {
+
+bool is_quant_domain(const NodeInfo& node) {
+  return is_standard_domain(node) || node.domain == "com.microsoft";
+}
+
+}  // namespace
+
+bool is_quantized_type(ElementType type) {
+  switch (type) {
+    case ElementType::kInt8:
+    case ElementType::kUInt8:
+    case ElementType::kInt16:
+    case ElementType::kUInt16:
+    case ElementType::kInt32:
+    case ElementType::kPackedInt4:
+    case ElementType::kPackedUInt4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t integer_element(const ConstantData& data, ElementType type, size_t index) {
+  const auto* bytes = static_cast<const uint8_t*>(data.data);
+  switch (type) {
+    case ElementType::kInt8:
+      return static_cast<const int8_t*>(data.data)[index];
+    case ElementType::kUInt8:
+      return bytes[index];
+    case ElementType::kInt16:
+      return static_cast<const int16_t*>(data.data)[index];
+    case ElementType::kUInt16:
+      return static_cast<const uint16_t*>(data.data)[index];
+    case ElementType::kInt32:
+      return static_cast<const int32_t*>(data.data)[index];
+    case ElementType::kPackedUInt4:
+    case ElementType::kPackedInt4: {
+      const int nibble = (bytes[index / 2] >> ((index % 2) * 4)) & 0xF;
+      return type == ElementType::kPackedInt4 && nibble >= 8 ? nibble - 16 : nibble;
+    }
+    default:
+      return 0;
+  }
+}
+
+bool is_quantize_node(const NodeInfo& node) {
+  return node.op_type == "QuantizeLinear" && is_quant_domain(node);
+}
+
+bool is_dequantize_node(const NodeInfo& node) {
+  return node.op_type == "DequantizeLinear" && is_quant_domain(node);
+}
+
+bool holds_quantization(const GraphView& graph) {
+  return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const NodeInfo& node) {
+    return is_quantize_node(node) || is_dequantize_node(node);
+  });
+}
 
 std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const NodeInfo& node,
                                               ElementType integer_type, QuantParams& out) {
@@ -14,6 +74,10 @@ std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const Node
   if (!graph.is_constant(scale_id) || (zp_id != kNoValue && !graph.is_constant(zp_id))) {
     return MatchRefusal{"quant_params_not_constant", str_cat("scale/zero point of '", node.name,
                                                              "' are not constant initializers")};
+  }
+  if (!is_quantized_type(integer_type)) {
+    return MatchRefusal{"unsupported_type", str_cat("'", node.name, "' quantizes to ",
+                                                    element_type_name(integer_type))};
   }
   const ValueInfo& scale = graph.value(scale_id);
   if (scale.type != ElementType::kFloat32) {
@@ -36,15 +100,20 @@ std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const Node
   out.zero_points.assign(count, 0);
   if (zp_id != kNoValue) {
     const ValueInfo& zp = graph.value(zp_id);
-    if (zp.type != integer_type || zp.constant->bytes != count) {
+    const auto elements = static_cast<int64_t>(count);
+    if (zp.type != integer_type || zp.constant->bytes != storage_bytes(zp.type, elements)) {
       return MatchRefusal{"unsupported_zero_point",
                           str_cat("zero point of '", node.name, "' is ", element_type_name(zp.type),
                                   " with ", zp.constant->bytes, " bytes for ", count, " scales")};
     }
     for (size_t i = 0; i < count; ++i) {
-      out.zero_points[i] = integer_type == ElementType::kUInt8
-                               ? static_cast<const uint8_t*>(zp.constant->data)[i]
-                               : static_cast<const int8_t*>(zp.constant->data)[i];
+      const int64_t z = integer_element(*zp.constant, zp.type, i);
+      // ONNX defines an int32 (bias) zero point as 0; any other is a model the CPU EP judges.
+      if (integer_type == ElementType::kInt32 && z != 0) {
+        return MatchRefusal{"unsupported_zero_point",
+                            str_cat("int32 zero point of '", node.name, "' is not 0")};
+      }
+      out.zero_points[i] = static_cast<int32_t>(z);
     }
   }
   out.axis = node.int_attribute("axis", 1);

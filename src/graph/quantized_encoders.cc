@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "graph/quant_params.h"
 #include "graph/quantized_view.h"
 
 namespace npuflow {
@@ -18,13 +19,6 @@ std::set<NodeId> nodes_of(const ClaimSet& set) {
   std::set<NodeId> nodes;
   for (const Claim& claim : set.claims) nodes.insert(claim.nodes.begin(), claim.nodes.end());
   return nodes;
-}
-
-bool holds_quantization(const GraphView& graph) {
-  return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const NodeInfo& node) {
-    return is_standard_domain(node) &&
-           (node.op_type == "QuantizeLinear" || node.op_type == "DequantizeLinear");
-  });
 }
 
 }  // namespace

@@ -9,47 +9,39 @@
 namespace npuflow {
 namespace {
 
-bool is_op(const NodeInfo& node, const char* op) {
-  return node.op_type == op && is_standard_domain(node);
-}
+// Which scale each element of a tensor of `shape` reads: per tensor, per slice along `axis`
+// (a 1-D scale), or per block of `block` elements along it (a scale of the tensor's rank whose
+// `axis` dimension is ceil(dim / block)).
+struct ScaleLayout {
+  int64_t inner = 1, dim = 1, block = 0, blocks = 1;
+  size_t scales = 1;
 
-// The scale index of every element of a tensor of `shape` quantized along `axis` (per tensor
-// when there is one scale); false when the scales fit neither form.
-bool scale_layout(const std::vector<int64_t>& shape, int64_t axis, size_t scales, int64_t& inner,
-                  int64_t& dim) {
-  inner = 1;
-  dim = 1;
-  if (scales == 1) return true;
-  const auto rank = static_cast<int64_t>(shape.size());
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank || shape[static_cast<size_t>(axis)] != static_cast<int64_t>(scales))
-    return false;
-  dim = shape[static_cast<size_t>(axis)];
-  for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[static_cast<size_t>(d)];
-  return true;
-}
-
-// The scale and zero points of a DequantizeLinear of int32 (a bias): ONNX requires a zero point
-// of 0 there, so only an absent or all-zero one is read.
-bool read_int32_params(const GraphView& graph, const NodeInfo& node, QuantParams& out) {
-  const ValueId scale_id = node.input(1), zp_id = node.input(2);
-  if (!graph.is_constant(scale_id) || graph.value(scale_id).type != ElementType::kFloat32)
-    return false;
-  const ConstantData& scale = *graph.value(scale_id).constant;
-  out.scales.resize(scale.bytes / sizeof(float));
-  if (out.scales.empty()) return false;
-  std::memcpy(out.scales.data(), scale.data, out.scales.size() * sizeof(float));
-  out.zero_points.assign(out.scales.size(), 0);
-  if (zp_id != kNoValue) {
-    if (!graph.is_constant(zp_id) || graph.value(zp_id).type != ElementType::kInt32) return false;
-    const ConstantData& zp = *graph.value(zp_id).constant;
-    const auto* z = static_cast<const int32_t*>(zp.data);
-    if (!std::all_of(z, z + zp.bytes / sizeof(int32_t), [](int32_t v) { return v == 0; }))
-      return false;
+  size_t index(int64_t i) const {
+    if (scales == 1) return 0;
+    const int64_t along = (i / inner) % dim;
+    if (block == 0) return static_cast<size_t>(along);
+    const int64_t outer = i / (inner * dim);
+    return static_cast<size_t>((outer * blocks + along / block) * inner + i % inner);
   }
-  out.axis = node.int_attribute("axis", 1);
-  out.block_size = node.int_attribute("block_size", 0);
-  return true;
+};
+
+// False when the scales fit none of those forms (the CPU EP then judges the model).
+bool scale_layout(const std::vector<int64_t>& shape, const QuantParams& params, ScaleLayout& out) {
+  out = ScaleLayout{};
+  out.scales = params.scales.size();
+  if (params.block_size < 0) return false;
+  if (out.scales == 1 && params.block_size == 0) return true;
+  const auto rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = params.axis < 0 ? params.axis + rank : params.axis;
+  if (axis < 0 || axis >= rank) return false;
+  out.dim = shape[static_cast<size_t>(axis)];
+  for (int64_t d = axis + 1; d < rank; ++d) out.inner *= shape[static_cast<size_t>(d)];
+  if (out.dim <= 0) return false;
+  if (params.block_size == 0) return static_cast<int64_t>(out.scales) == out.dim;
+  out.block = params.block_size;
+  out.blocks = (out.dim + out.block - 1) / out.block;
+  const int64_t count = element_count(shape);
+  return static_cast<int64_t>(out.scales) == count / out.dim * out.blocks;
 }
 
 bool same_params(const QuantParams& a, const QuantParams& b) {
@@ -60,15 +52,12 @@ bool same_params(const QuantParams& a, const QuantParams& b) {
 }  // namespace
 
 DequantizedView::DequantizedView(const GraphView& graph) : source_(graph) {
-  bool any = false;
-  for (const NodeInfo& node : graph.nodes)
-    any = any || is_op(node, "DequantizeLinear") || is_op(node, "QuantizeLinear");
-  if (!any) return;
+  if (!holds_quantization(graph)) return;
   view_ = graph;
   for (size_t i = 0; i < view_.nodes.size(); ++i) {
     const auto id = static_cast<NodeId>(i);
-    if (is_op(view_.node(id), "DequantizeLinear")) dequantize_constant(id);
-    if (is_op(view_.node(id), "QuantizeLinear")) bypass_pair(id);
+    if (is_dequantize_node(view_.node(id))) dequantize_constant(id);
+    if (is_quantize_node(view_.node(id))) bypass_pair(id);
   }
 }
 
@@ -79,26 +68,18 @@ void DequantizedView::dequantize_constant(NodeId dq) {
   const ValueInfo& y = view_.value(node.outputs[0]);
   if (y.type != ElementType::kFloat32 || y.is_graph_output || !x.has_shape) return;
   QuantParams params;
-  if (x.type == ElementType::kInt32) {
-    if (!read_int32_params(view_, node, params)) return;
-  } else if (!is_8bit(x.type) || read_quant_params(view_, node, x.type, params)) {
-    return;
-  }
+  if (!is_quantized_type(x.type) || read_quant_params(view_, node, x.type, params)) return;
   const int64_t count = element_count(x.shape);
-  int64_t inner = 1, dim = 1;
-  if (params.block_size != 0 || count < 0 ||
-      x.constant->bytes != static_cast<size_t>(count) * element_size(x.type) ||
-      !scale_layout(x.shape, params.axis, params.scales.size(), inner, dim))
+  ScaleLayout layout;
+  if (count < 0 || x.constant->bytes != storage_bytes(x.type, count) ||
+      !scale_layout(x.shape, params, layout))
     return;
   auto values = std::make_unique<std::vector<float>>(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    const auto c = static_cast<size_t>((i / inner) % dim);
+    const size_t c = layout.index(i);
     const auto k = static_cast<size_t>(i);
-    int64_t q = 0;
-    if (x.type == ElementType::kInt8) q = static_cast<const int8_t*>(x.constant->data)[k];
-    if (x.type == ElementType::kUInt8) q = static_cast<const uint8_t*>(x.constant->data)[k];
-    if (x.type == ElementType::kInt32) q = static_cast<const int32_t*>(x.constant->data)[k];
     // As ONNX Runtime computes it: the integer difference, converted, times the scale.
+    const int64_t q = integer_element(*x.constant, x.type, k);
     (*values)[k] = static_cast<float>(q - params.zero_points[c]) * params.scales[c];
   }
   ValueInfo& out = view_.values[static_cast<size_t>(node.outputs[0])];
@@ -115,7 +96,7 @@ void DequantizedView::bypass_pair(NodeId q) {
   if (node.outputs.size() != 1 || node.input(0) == kNoValue) return;
   const ValueId source = node.input(0);
   const ValueInfo& quantized = view_.value(node.outputs[0]);
-  if (view_.value(source).type != ElementType::kFloat32 || !is_8bit(quantized.type) ||
+  if (view_.value(source).type != ElementType::kFloat32 || !is_quantized_type(quantized.type) ||
       quantized.is_graph_output || quantized.consumers.empty())
     return;
   QuantParams params;
@@ -125,8 +106,7 @@ void DequantizedView::bypass_pair(NodeId q) {
   for (NodeId c : quantized.consumers) {
     const NodeInfo& dq = view_.node(c);
     QuantParams back;
-    if (!is_op(dq, "DequantizeLinear") || dq.outputs.size() != 1 || dq.input(0) != node.outputs[0])
-      return;
+    if (!is_dequantize_node(dq) || dq.outputs.size() != 1 || dq.input(0) != node.outputs[0]) return;
     const ValueInfo& out = view_.value(dq.outputs[0]);
     if (out.type != ElementType::kFloat32 || out.is_graph_output ||
         read_quant_params(view_, dq, quantized.type, back) || !same_params(params, back))

@@ -120,6 +120,14 @@ ElementType element_type_of(ONNXTensorElementDataType type) {
       return ElementType::kUInt8;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
       return ElementType::kBool;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+      return ElementType::kInt16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16:
+      return ElementType::kUInt16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4:
+      return ElementType::kPackedInt4;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4:
+      return ElementType::kPackedUInt4;
     default:
       return ElementType::kUnknown;
   }
@@ -141,6 +149,14 @@ ONNXTensorElementDataType onnx_type_of(ElementType type) {
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
     case ElementType::kBool:
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+    case ElementType::kInt16:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16;
+    case ElementType::kUInt16:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16;
+    case ElementType::kPackedInt4:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4;
+    case ElementType::kPackedUInt4:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4;
     default:
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   }

@@ -170,7 +170,7 @@ class Builder {
     const void* data = nullptr;
     if (status == nullptr) status = ort_.GetTensorData(tensor, &data);
     const size_t bytes = static_cast<size_t>(element_count(t.shape)) * element_size(t.type);
-    if (status == nullptr && t.type != ElementType::kUnknown && bytes <= kMaxBytes) {
+    if (status == nullptr && element_size(t.type) > 0 && bytes <= kMaxBytes) {
       t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
       value.tensor = std::move(t);
     }

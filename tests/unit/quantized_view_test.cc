@@ -72,6 +72,84 @@ TEST(DequantizedView, AnInt32BiasAndAUint8PerTensorWeightAreDequantized) {
   EXPECT_EQ(weight[1], 127 * 0.1f);
 }
 
+// Packs signed or unsigned 4-bit values two per byte, low nibble first, as ONNX stores them.
+std::vector<uint8_t> packed_nibbles(const std::vector<int>& values) {
+  std::vector<uint8_t> bytes((values.size() + 1) / 2, 0);
+  for (size_t i = 0; i < values.size(); ++i)
+    bytes[i / 2] |= static_cast<uint8_t>((values[i] & 0xF) << ((i % 2) * 4));
+  return bytes;
+}
+
+TEST(DequantizedView, APackedInt4WeightIsDequantizedPerBlockAlongK) {
+  // K = 5 rows in blocks of 2 along axis 0 (the last block short), N = 2 columns: scales and
+  // zero points of shape [3, 2], as MatMulNBitsQuantizer's QDQ form writes them. Ten values is
+  // an odd count of nibbles per row pair, so the packing crosses rows.
+  TestGraph g;
+  const std::vector<int> q = {-8, 7, 1, -1, 0, 3, -5, 6, 2, -2};
+  const std::vector<int> zp = {1, -1, 0, 2, -3, 0};
+  const std::vector<float> scale = {0.5f, 0.25f, 2.0f, 0.125f, 1.5f, 4.0f};
+  const ValueId w = g.constant<uint8_t>({5, 2}, ElementType::kPackedInt4, packed_nibbles(q));
+  const ValueId zero = g.constant<uint8_t>({3, 2}, ElementType::kPackedInt4, packed_nibbles(zp));
+  const ValueId wf = g.value({5, 2});
+  g.node("DequantizeLinear", {w, g.floats({3, 2}, scale), zero}, {wf},
+         {{"axis", integer(0)}, {"block_size", integer(2)}});
+  g.output(g.op("MatMul", {g.input({1, 5}), wf}, {1, 2}));
+
+  const DequantizedView view(g.graph);
+  ASSERT_TRUE(view.view().value(wf).constant.has_value());
+  const auto* data = static_cast<const float*>(view.view().value(wf).constant->data);
+  for (int row = 0; row < 5; ++row) {
+    for (int col = 0; col < 2; ++col) {
+      const int i = row * 2 + col, s = (row / 2) * 2 + col;
+      EXPECT_EQ(data[i], static_cast<float>(q[i] - zp[s]) * scale[s]) << row << "," << col;
+    }
+  }
+}
+
+TEST(DequantizedView, AUint4WeightOfOnnxRuntimesDomainIsDequantizedPerColumn) {
+  // onnxruntime.quantization writes 4-bit DequantizeLinear in com.microsoft before opset 21.
+  TestGraph g;
+  const std::vector<int> q = {0, 15, 8, 9, 3, 12};
+  const ValueId w = g.constant<uint8_t>({3, 2}, ElementType::kPackedUInt4, packed_nibbles(q));
+  const ValueId zero = g.constant<uint8_t>({2}, ElementType::kPackedUInt4, packed_nibbles({8, 7}));
+  const ValueId wf = g.value({3, 2});
+  g.node("DequantizeLinear", {w, g.floats({2}, {0.5f, 0.25f}), zero}, {wf}, {{"axis", integer(1)}},
+         "com.microsoft");
+  g.output(g.op("MatMul", {g.input({1, 3}), wf}, {1, 2}));
+  const DequantizedView view(g.graph);
+  ASSERT_TRUE(view.view().value(wf).constant.has_value());
+  const auto* data = static_cast<const float*>(view.view().value(wf).constant->data);
+  const float expected[] = {-8 * 0.5f, 8 * 0.25f, 0, 2 * 0.25f, -5 * 0.5f, 5 * 0.25f};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(data[i], expected[i]) << i;
+}
+
+TEST(DequantizedView, BlockScalesThatDoNotCoverTheWeightLeaveItQuantized) {
+  TestGraph g;
+  const ValueId w = g.constant<int8_t>({5, 2}, ElementType::kInt8, std::vector<int8_t>(10, 1));
+  const ValueId wf = g.value({5, 2});
+  // Blocks of 2 along K = 5 need 3 x 2 scales; 2 x 2 cover only four rows.
+  g.node("DequantizeLinear", {w, g.floats({2, 2}, {1, 1, 1, 1})}, {wf},
+         {{"axis", integer(0)}, {"block_size", integer(2)}});
+  g.output(g.op("MatMul", {g.input({1, 5}), wf}, {1, 2}));
+  const DequantizedView view(g.graph);
+  EXPECT_FALSE(view.changed());
+}
+
+TEST(DequantizedView, AnInt16ActivationPairOfOnnxRuntimesDomainIsBypassed) {
+  TestGraph g;
+  const ValueId x = g.input({2, 4});
+  const ValueId q = g.value({2, 4}, ElementType::kInt16);
+  const ValueId zero = g.constant<int16_t>({}, ElementType::kInt16, {-3});
+  g.node("QuantizeLinear", {x, g.scalar(1e-4f), zero}, {q}, {}, "com.microsoft");
+  const ValueId d = g.value({2, 4});
+  g.node("DequantizeLinear", {q, g.scalar(1e-4f), zero}, {d}, {}, "com.microsoft");
+  const ValueId y = g.op("MatMul", {d, g.weight({4, 3})}, {2, 3});
+  g.output(y);
+  const DequantizedView view(g.graph);
+  EXPECT_EQ(view.view().node(g.producer(y)).inputs[0], x);
+  EXPECT_EQ(view.seen_through_count(), 2);
+}
+
 struct PairGraph {
   TestGraph g;
   ValueId x, q, d, y;
