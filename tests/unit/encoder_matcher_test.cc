@@ -28,6 +28,9 @@ struct PixelSpec {
   BlockSpec block;
   int64_t norm_gamma_count = 0;  // the exit LayerNorm's gamma size (0: hidden)
   bool channel_major = false;    // near miss: the grid reshaped to [1, P, D] without a Transpose
+  // Near miss: no class token, the grid transposed to [P, 1, D] (perm [2, 0, 1]): the order of a
+  // batch of 1, but the position embedding's Add broadcasts the stream to [P, P, D].
+  bool tokens_before_batch = false;
 };
 
 ValueId class_token(TestGraph& g, ValueId pixels, int64_t d, ClsForm form) {
@@ -61,6 +64,17 @@ void pixel_encoder(TestGraph& g, const PixelSpec& s) {
   const ValueId pixels = g.input({1, 3, 8, 8}, ElementType::kFloat32, "pixels");
   const ValueId conv = g.op("Conv", {pixels, g.weight({d, 3, 4, 4}), g.weight({d})}, {1, d, 2, 2},
                             {{"kernel_shape", ints({4, 4})}, {"strides", ints({4, 4})}});
+  if (s.tokens_before_batch) {
+    const ValueId grid = g.op("Reshape", {conv, g.i64s({1, d, 4})}, {1, d, 4});
+    const ValueId patches = g.op("Transpose", {grid}, {4, 1, d}, {{"perm", ints({2, 0, 1})}});
+    const ValueId stream = g.op("Add", {patches, g.weight({1, 4, d})}, {4, 4, d});
+    BlockSpec b = s.block;
+    b.att.t = 4;
+    b.att.d = d;
+    b.att.heads = s.heads;
+    g.output(layernorm(g, block(g, stream, b)));
+    return;
+  }
   const ValueId patches =
       s.channel_major ? g.op("Reshape", {conv, g.i64s({1, 4, d})}, {1, 4, d})
                       : g.op("Transpose", {g.op("Reshape", {conv, g.i64s({1, d, 4})}, {1, d, 4})},
@@ -155,6 +169,14 @@ TEST(EncoderMatcher, RefusesAOneElementExitLayerNormScale) {
 TEST(EncoderMatcher, RefusesAPatchGridFlattenedChannelMajor) {
   PixelSpec s;
   s.channel_major = true;
+  expect_pixel_refusal(s, "patch_embedding");
+}
+
+// A fuzzer find (seed 1165383531, mutant 600): SigLIP's patch Transpose perm set to [2, 0, 1]
+// keeps the data order of a batch of 1, so only the replayed shape tells the claim is wrong.
+TEST(EncoderMatcher, RefusesAPatchGridTransposedTokensBeforeBatch) {
+  PixelSpec s;
+  s.tokens_before_batch = true;
   expect_pixel_refusal(s, "patch_embedding");
 }
 

@@ -159,8 +159,11 @@ bool Matcher::embedding(NodeId conv_id, VisionEncoderClaim& enc, Embedding& out,
         for (int64_t p = 0; p < co.shape[2] * co.shape[3]; ++p)
           t.data.push_back(static_cast<int32_t>(p * d + c));
     }
+    // The shape as well as the order: [P, 1, D] (a Transpose perm [2, 0, 1]) keeps the order of a
+    // batch of 1, but the CPU EP then broadcasts the position embedding to [P, P, D].
+    const std::vector<int64_t> token_major{1, t.shape[2] * t.shape[3], d};
     ShapeEnv env;
-    bool ok = replay(t, flatten, 0, &env) && t.shape.size() == 3 && t.shape[2] == d;
+    bool ok = replay(t, flatten, 0, &env) && t.shape == token_major;
     for (size_t i = 0; ok && i < t.data.size(); ++i) ok = t.data[i] == static_cast<int32_t>(i);
     if (!ok) {
       why = {"patch_embedding", "the patch grid is not flattened token-major into [B, P, D]"};
