@@ -57,8 +57,8 @@ def build(folder: Path) -> list[tuple[str, str, str, dict, list[str]]]:
                               ("uint8_activations", "MiniLM QDQ uint8/int8 per channel",
                                ["fp16", "w8a8"]),
                               ("uint4_blocks", "MiniLM QDQ uint4 blocks of 32", ["fp16"])):
-        rows.append((label, fp32, quantize(form, model, calibration, folder, "minilm"), feeds,
-                     arms))
+        quantized = quantize(form, model, fp32, calibration, folder, "minilm")
+        rows.append((label, fp32, quantized, feeds, arms))
     for stem, label in (("all-minilm-l6-v2-q", "MiniLM-q (dynamic int8)"),
                         ("e5-small-v2-q", "e5-small-v2-q (dynamic int8)")):
         path = TEXT_Q / f"{stem}.onnx"

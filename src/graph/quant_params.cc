@@ -68,7 +68,8 @@ bool holds_quantization(const GraphView& graph) {
 }
 
 std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const NodeInfo& node,
-                                              ElementType integer_type, QuantParams& out) {
+                                              ElementType integer_type, QuantParams& out,
+                                              ScaleRule rule) {
   const ValueId scale_id = node.input(1);
   const ValueId zp_id = node.input(2);
   if (!graph.is_constant(scale_id) || (zp_id != kNoValue && !graph.is_constant(zp_id))) {
@@ -93,7 +94,7 @@ std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const Node
   out.scales.resize(count);
   std::memcpy(out.scales.data(), scale.constant->data, count * sizeof(float));
   for (float s : out.scales) {
-    if (!std::isfinite(s) || s <= 0.0f) {
+    if (!std::isfinite(s) || (rule == ScaleRule::kPositive && s <= 0.0f)) {
       return MatchRefusal{"invalid_scale", str_cat("scale of '", node.name, "' holds ", s)};
     }
   }

@@ -41,10 +41,17 @@ struct QuantParams {
   int64_t block_size = 0;
 };
 
+// Which scales a reader accepts. kPositive: finite and > 0, what the integer epilogues and the
+// activation round trips assume. kFinite: any finite value, for a constant weight dequantized
+// once as ONNX Runtime computes it, (q - zero point) * scale, for which a sign changes nothing
+// (MatMulNBitsQuantizer's symmetric form writes negative scales: the block's extreme over -8).
+enum class ScaleRule { kPositive, kFinite };
+
 // Reads the scale and zero point of `node` (a DequantizeLinear or QuantizeLinear whose integer
 // side is `integer_type`, one of is_quantized_type's). They must be constants: a scale that
 // changes per run cannot be folded into anything packed once.
 std::optional<MatchRefusal> read_quant_params(const GraphView& graph, const NodeInfo& node,
-                                              ElementType integer_type, QuantParams& out);
+                                              ElementType integer_type, QuantParams& out,
+                                              ScaleRule rule = ScaleRule::kPositive);
 
 }  // namespace npuflow

@@ -68,7 +68,7 @@ void DequantizedView::dequantize_constant(NodeId dq) {
   const ValueInfo& y = view_.value(node.outputs[0]);
   if (y.type != ElementType::kFloat32 || y.is_graph_output || !x.has_shape) return;
   QuantParams params;
-  if (!is_quantized_type(x.type) || read_quant_params(view_, node, x.type, params)) return;
+  if (read_quant_params(view_, node, x.type, params, ScaleRule::kFinite)) return;
   const int64_t count = element_count(x.shape);
   ScaleLayout layout;
   if (count < 0 || x.constant->bytes != storage_bytes(x.type, count) ||
@@ -96,8 +96,8 @@ void DequantizedView::bypass_pair(NodeId q) {
   if (node.outputs.size() != 1 || node.input(0) == kNoValue) return;
   const ValueId source = node.input(0);
   const ValueInfo& quantized = view_.value(node.outputs[0]);
-  if (view_.value(source).type != ElementType::kFloat32 || !is_quantized_type(quantized.type) ||
-      quantized.is_graph_output || quantized.consumers.empty())
+  if (view_.value(source).type != ElementType::kFloat32 || quantized.is_graph_output ||
+      quantized.consumers.empty())
     return;
   QuantParams params;
   if (read_quant_params(view_, node, quantized.type, params) || params.block_size != 0) return;

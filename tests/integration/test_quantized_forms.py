@@ -3,8 +3,10 @@
 - int8 weights per channel with only the MatMuls quantized (the transformer recipes' choice);
 - int4 weights per channel, from quantize_static (QInt4 weights; before opset 21 it puts the
   4-bit DequantizeLinear nodes in ONNX Runtime's com.microsoft domain);
-- block-wise uint4 weights, from MatMulNBitsQuantizer's QDQ format (DequantizeLinear with
-  axis 0 and block_size 32, the weight-only form of LLM and encoder int4 exports; opset 21);
+- block-wise 4-bit weights, from MatMulNBitsQuantizer's QDQ format (DequantizeLinear with
+  axis 0 and a block_size, the weight-only form of LLM and encoder int4 exports; opset 21):
+  asymmetric uint4 with zero points in blocks of 32 (its default) and of 16, and symmetric int4
+  without zero points in blocks of 128 (longer than the fixture ViT's K of 64: one short block);
 - uint8 activations (quantize_static's default) and int16 activations (for which it moves the
   model to opset 21).
 
@@ -17,6 +19,7 @@ measured cosine of the CPU EP's own run is then the floor, to 1e-5).
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -35,15 +38,22 @@ sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 from fuzz_child import fp16_operands  # noqa: E402
 from fuzz_oracle import MATCHING, classify, fp16_error_bars  # noqa: E402
 
-# Form -> how it is made: quantize_static's (activation, weight) types, or "blocks" for
+# Form -> how it is made: quantize_static's (activation, weight) types, or Blocks for
 # MatMulNBitsQuantizer's QDQ output.
+@dataclass(frozen=True)
+class Blocks:
+    size: int
+    symmetric: bool
+
+
 FORMS = {"int8_per_channel": (QuantType.QInt8, QuantType.QInt8),
          "int4_per_channel": (QuantType.QInt8, QuantType.QInt4),
-         "uint4_blocks": "blocks",
+         "uint4_blocks": Blocks(32, symmetric=False),
+         "uint4_blocks_16": Blocks(16, symmetric=False),
+         "int4_blocks_symmetric_128": Blocks(128, symmetric=True),
          "uint8_activations": (QuantType.QUInt8, QuantType.QInt8),
          "int16_activations": (QuantType.QInt16, QuantType.QInt8)}
 MODELS = ["vit_encoder_torchscript", "minilm"]
-BLOCK = 32
 
 
 def source_model(model: str) -> tuple[onnx.ModelProto, list, dict]:
@@ -56,18 +66,18 @@ def source_model(model: str) -> tuple[onnx.ModelProto, list, dict]:
     return onnx.load(str(path)), calibration, pixels(path, seed=3)
 
 
-def quantize(form: str, model: onnx.ModelProto, calibration, folder, name: str) -> str:
+def quantize(form: str, model: onnx.ModelProto, fp32: str, calibration, folder,
+             name: str) -> str:
+    """Writes model (saved at fp32) quantized in form under folder; returns its path."""
     out = str(folder / f"{name}-{form}.onnx")
-    if FORMS[form] == "blocks":
+    if isinstance(blocks := FORMS[form], Blocks):
         quantizer = MatMulNBitsQuantizer(version_converter.convert_version(model, 21),
-                                         block_size=BLOCK, is_symmetric=False,
+                                         block_size=blocks.size, is_symmetric=blocks.symmetric,
                                          quant_format=QuantFormat.QDQ)
         quantizer.process()
         onnx.save(quantizer.model.model, out)
         return out
     activation, weight = FORMS[form]
-    fp32 = str(folder / f"{name}-fp32.onnx")
-    onnx.save(model, fp32)
     quantize_static(fp32, out, Batches(calibration), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=activation, weight_type=weight,
                     op_types_to_quantize=["MatMul"])
@@ -87,7 +97,7 @@ def build_forms(folder) -> dict:
         fp32 = str(folder / f"{name}.onnx")
         onnx.save(model, fp32)
         for form in FORMS:
-            out[name, form] = (fp32, quantize(form, model, calibration, folder, name), feeds)
+            out[name, form] = (fp32, quantize(form, model, fp32, calibration, folder, name), feeds)
     return out
 
 
@@ -102,11 +112,15 @@ def test_the_forms_are_what_the_tools_write(built):
         model = {form: onnx.load(built[name, form][1]) for form in FORMS}
         types = {form: {t.data_type for t in m.graph.initializer} for form, m in model.items()}
         assert elem.INT4 in types["int4_per_channel"]
-        assert elem.UINT4 in types["uint4_blocks"]
-        blocks = [n for n in dequantize_nodes(built[name, "uint4_blocks"][1])]
-        assert blocks and all({(a.name, a.i) for a in n.attribute} >= {("block_size", BLOCK),
-                                                                       ("axis", 0)} for n in blocks)
-        assert not any(n.op_type == "QuantizeLinear" for n in model["uint4_blocks"].graph.node)
+        for form, blocks in FORMS.items():
+            if not isinstance(blocks, Blocks):
+                continue
+            dequantizers = dequantize_nodes(built[name, form][1])
+            assert dequantizers and all(
+                {(a.name, a.i) for a in n.attribute} >= {("block_size", blocks.size), ("axis", 0)}
+                and len(n.input) == (2 if blocks.symmetric else 3) for n in dequantizers), form
+            assert not any(n.op_type == "QuantizeLinear" for n in model[form].graph.node)
+            assert (elem.INT4 if blocks.symmetric else elem.UINT4) in types[form], form
         assert {n.domain for n in dequantize_nodes(built[name, "int4_per_channel"][1])} == \
             {"com.microsoft"}
         assert elem.INT16 in types["int16_activations"]

@@ -51,6 +51,7 @@ struct QdqGraphOptions {
   bool with_q = true;
   bool share_x_dq = false;
   ElementType weight_type = ElementType::kInt8;
+  float w_scale = 0.01f;
 };
 
 GraphBuilder qdq_graph(const QdqGraphOptions& o) {
@@ -73,7 +74,7 @@ GraphBuilder qdq_graph(const QdqGraphOptions& o) {
                                                      std::vector<int8_t>(o.k * o.n, 1))
                                 : b.tensor("w", o.weight_type, {o.k, o.n});
   ValueId ws = b.constant<float>("ws", ElementType::kFloat32, {o.w_scales},
-                                 std::vector<float>(o.w_scales, 0.01f));
+                                 std::vector<float>(o.w_scales, o.w_scale));
   ValueId wf = b.tensor("wf", ElementType::kFloat32, {o.k, o.n});
   std::vector<std::pair<std::string, Attribute>> attrs = {{"axis", Attribute{o.w_axis, {}, {}}}};
   if (o.block_size) attrs.push_back({"block_size", Attribute{o.block_size, {}, {}}});
@@ -163,6 +164,16 @@ TEST(QdqMatcher, RefusesEmptyWeightScales) {
   QdqGraphOptions o;
   o.w_scales = 0;
   expect_refusal(o, "empty_quant_params");
+}
+
+// The exact epilogue assumes positive scales; the float reading of a constant weight takes any
+// finite one (quantized_view_test), an integer group does not.
+TEST(QdqMatcher, RefusesANegativeOrZeroWeightScale) {
+  for (float scale : {-0.01f, 0.0f}) {
+    QdqGraphOptions o;
+    o.w_scale = scale;
+    expect_refusal(o, "invalid_scale");
+  }
 }
 
 TEST(QdqMatcher, RefusesAWeightScaleCountThatIsNeitherOneNorN) {

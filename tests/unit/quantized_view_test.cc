@@ -106,6 +106,25 @@ TEST(DequantizedView, APackedInt4WeightIsDequantizedPerBlockAlongK) {
   }
 }
 
+// MatMulNBitsQuantizer's symmetric QDQ form: int4 blocks along K with no zero point input (0),
+// here one block longer than K (its block_size 128 on a K of 64 writes one short block), and a
+// negative scale where the block's extreme is positive (it divides that extreme by -8).
+TEST(DequantizedView, ASymmetricInt4WeightWithoutZeroPointsIsDequantizedPerBlock) {
+  TestGraph g;
+  const std::vector<int> q = {-8, 7, 1, -1, 0, 3, -5, 6, 2, -2};
+  const std::vector<float> scale = {0.5f, -0.25f};
+  const ValueId w = g.constant<uint8_t>({5, 2}, ElementType::kPackedInt4, packed_nibbles(q));
+  const ValueId wf = g.value({5, 2});
+  g.node("DequantizeLinear", {w, g.floats({1, 2}, scale)}, {wf},
+         {{"axis", integer(0)}, {"block_size", integer(8)}});
+  g.output(g.op("MatMul", {g.input({1, 5}), wf}, {1, 2}));
+
+  const DequantizedView view(g.graph);
+  ASSERT_TRUE(view.view().value(wf).constant.has_value());
+  const auto* data = static_cast<const float*>(view.view().value(wf).constant->data);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(data[i], static_cast<float>(q[i]) * scale[i % 2]) << i;
+}
+
 TEST(DequantizedView, AUint4WeightOfOnnxRuntimesDomainIsDequantizedPerColumn) {
   // onnxruntime.quantization writes 4-bit DequantizeLinear in com.microsoft before opset 21.
   TestGraph g;
