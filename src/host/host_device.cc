@@ -72,18 +72,24 @@ class Block {
     dnnl::memory::desc scratchpad;
   };
 
+  // The matmul oneDNN picks for m x k rows of `src` on this block's layout (throws dnnl::error).
+  dnnl::matmul::primitive_desc describe(const dnnl::engine& engine, int64_t m, int64_t k,
+                                        dnnl_dt src, dnnl_dt dst) const {
+    dnnl::memory::desc src_desc({m, k}, src, dnnl_tag::ab);
+    dnnl::memory::desc dst_desc({m, width_}, dst, dnnl_tag::ab);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_desc, packed_.get_desc(), dst_desc),
+                                        attr, engine);
+  }
+
   Result<Primitive> primitive_for(const dnnl::engine& engine, int64_t m, int64_t k, dnnl_dt src,
                                   dnnl_dt dst) const {
     const auto key = std::make_pair(m, static_cast<int>(src));
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = primitives_.find(key); it != primitives_.end()) return it->second;
     try {
-      dnnl::memory::desc src_desc({m, k}, src, dnnl_tag::ab);
-      dnnl::memory::desc dst_desc({m, width_}, dst, dnnl_tag::ab);
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_desc, packed_.get_desc(), dst_desc),
-                                      attr, engine);
+      const dnnl::matmul::primitive_desc pd = describe(engine, m, k, src, dst);
       Primitive primitive{dnnl::matmul(pd), pd.scratchpad_desc()};
       primitives_.emplace(key, primitive);
       return primitive;
@@ -103,19 +109,57 @@ class Block {
 
 class OneDnnWeight final : public PackedWeight {
  public:
-  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks)
-      : PackedWeight(k, n, type), blocks_(std::move(blocks)) {}
+  OneDnnWeight(int64_t k, int64_t n, ElementType type, std::vector<Block> blocks,
+               std::vector<int32_t> column_sums)
+      : PackedWeight(k, n, type),
+        blocks_(std::move(blocks)),
+        column_sums_(std::move(column_sums)) {}
 
   size_t resident_bytes() const override {
-    size_t bytes = 0;
+    size_t bytes = column_sums_.size() * sizeof(int32_t);
     for (const Block& block : blocks_) bytes += block.packed().get_desc().get_size();
     return bytes;
   }
   const std::vector<Block>& blocks() const { return blocks_; }
+  // sum_k w[k][n] of an int8 weight (empty otherwise): the correction of the uint8 shift.
+  const std::vector<int32_t>& column_sums() const { return column_sums_; }
 
  private:
   std::vector<Block> blocks_;
+  std::vector<int32_t> column_sums_;
 };
+
+// sum_k w[k][n] of a row-major K x N int8 weight.
+std::vector<int32_t> int8_column_sums(const int8_t* weight, int64_t k, int64_t n) {
+  std::vector<int32_t> sums(static_cast<size_t>(n), 0);
+  for (int64_t row = 0; row < k; ++row) {
+    for (int64_t col = 0; col < n; ++col) sums[static_cast<size_t>(col)] += weight[row * n + col];
+  }
+  return sums;
+}
+
+// int8 activations run as uint8 (x + 128, a flip of the sign bit) on the layout packed for
+// uint8: oneDNN's fast int8 kernels on AVX-512 VNNI without AMX take an s8 source only with a
+// compensated weight layout, and on the uint8 layout it falls to its reference kernel (~1000x
+// slower). x.w = (x + 128).w - 128 * sum_k w, exact in wrapping int32 arithmetic.
+void shift_int8_rows_to_uint8(const int8_t* rows, int64_t count, uint8_t* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<uint8_t>(rows[i]) ^ 0x80u;
+}
+
+bool shifts_to_uint8(ElementType a_type, ElementType weight_type, ElementType c_type) {
+  return a_type == ElementType::kInt8 && weight_type == ElementType::kInt8 &&
+         c_type == ElementType::kInt32;
+}
+
+void unshift_int32_block(int32_t* block, int64_t rows, int64_t width, const int32_t* column_sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t* row = block + r * width;
+    for (int64_t c = 0; c < width; ++c) {
+      row[c] = static_cast<int32_t>(static_cast<uint32_t>(row[c]) -
+                                    128u * static_cast<uint32_t>(column_sums[c]));
+    }
+  }
+}
 
 // An int8 weight for the float32 kernels: one float weight per chunk of K, and sum_k w[k][n] for
 // the uint8 shift's correction.
@@ -264,7 +308,12 @@ struct HostDevice::Impl {
         blocks.emplace_back(first, width, packed);
       }
       stream.wait();
-      return std::unique_ptr<PackedWeight>(new OneDnnWeight(k, n, weight_type, std::move(blocks)));
+      std::vector<int32_t> sums;
+      if (weight_type == ElementType::kInt8) {
+        sums = int8_column_sums(static_cast<const int8_t*>(weight), k, n);
+      }
+      return std::unique_ptr<PackedWeight>(
+          new OneDnnWeight(k, n, weight_type, std::move(blocks), std::move(sums)));
     } catch (const dnnl::error& e) {
       return internal_error(str_cat("oneDNN could not pack a ", k, "x", n, " weight: ", e.what()));
     }
@@ -280,6 +329,8 @@ struct HostDevice::Impl {
     if (m < 0) return invalid_argument(str_cat("row count ", m, " is negative"));
     if (m == 0) return Status::ok();
     const auto& blocks = weight->blocks();
+    const bool shift = shifts_to_uint8(a_type, w.type(), c_type);
+    const ElementType kernel_a = shift ? ElementType::kUInt8 : a_type;
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
     // Resolve every primitive first so a refusal happens before any result is handed out.
@@ -287,7 +338,8 @@ struct HostDevice::Impl {
     for (const Block& block : blocks) {
       for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
                                std::pair{last_panel_rows, &last_panel}}) {
-        auto primitive = block.primitive_for(engine, rows, w.k(), to_dnnl(a_type), to_dnnl(c_type));
+        auto primitive =
+            block.primitive_for(engine, rows, w.k(), to_dnnl(kernel_a), to_dnnl(c_type));
         if (!primitive.is_ok()) return primitive.status();
         out->push_back(primitive.value());
       }
@@ -314,12 +366,12 @@ struct HostDevice::Impl {
         const size_t scratch_bytes = primitive.scratchpad.get_size();
         if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
         const size_t bytes = static_cast<size_t>(rows * block.width()) * c_element;
-        auto execute = [&](const void* source, std::vector<uint8_t>& out) {
+        // `panel_rows` is the first of this panel's rows.
+        auto execute = [&](const void* panel_rows, std::vector<uint8_t>& out) {
           if (out.size() < bytes) out.resize(bytes);
           dnnl::stream stream(engine);
-          dnnl::memory src(
-              {{rows, w.k()}, to_dnnl(a_type), dnnl_tag::ab}, engine,
-              const_cast<uint8_t*>(static_cast<const uint8_t*>(source) + row * a_row_bytes));
+          dnnl::memory src({{rows, w.k()}, to_dnnl(kernel_a), dnnl_tag::ab}, engine,
+                           const_cast<void*>(panel_rows));
           dnnl::memory dst({{rows, block.width()}, to_dnnl(c_type), dnnl_tag::ab}, engine,
                            out.data());
           dnnl::memory scratchpad(primitive.scratchpad, engine, scratch.data());
@@ -330,7 +382,20 @@ struct HostDevice::Impl {
           stream.wait();
         };
         thread_local std::vector<uint8_t> block_out;
-        execute(a, block_out);
+        const auto* panel_rows = static_cast<const uint8_t*>(a) + row * a_row_bytes;
+        if (shift) {
+          thread_local std::vector<uint8_t> shifted;
+          const int64_t count = rows * w.k();
+          if (shifted.size() < static_cast<size_t>(count))
+            shifted.resize(static_cast<size_t>(count));
+          shift_int8_rows_to_uint8(reinterpret_cast<const int8_t*>(panel_rows), count,
+                                   shifted.data());
+          execute(shifted.data(), block_out);
+          unshift_int32_block(reinterpret_cast<int32_t*>(block_out.data()), rows, block.width(),
+                              weight->column_sums().data() + block.first_column());
+        } else {
+          execute(panel_rows, block_out);
+        }
         sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);
@@ -342,6 +407,21 @@ struct HostDevice::Impl {
       return Status(StatusCode::kDeviceFailure, str_cat("oneDNN matmul failed: ", failure));
     }
     return Status::ok();
+  }
+
+  std::string int8_kernel(ElementType a_type, const PackedWeight& w) {
+    if (dynamic_cast<const FloatInt8Weight*>(&w) != nullptr) return "float32 chunks";
+    const auto* weight = dynamic_cast<const OneDnnWeight*>(&w);
+    if (weight == nullptr || weight->blocks().empty()) return "none";
+    const ElementType kernel_a =
+        shifts_to_uint8(a_type, w.type(), ElementType::kInt32) ? ElementType::kUInt8 : a_type;
+    try {
+      return weight->blocks()[0]
+          .describe(engine, kLayoutProbeRows, w.k(), to_dnnl(kernel_a), dnnl_dt::s32)
+          .impl_info_str();
+    } catch (const dnnl::error& e) {
+      return str_cat("none (", e.what(), ")");
+    }
   }
 
   // An int8 weight for the float32 kernels (host/float_exact_int8.h), one float weight per chunk.
@@ -359,11 +439,8 @@ struct HostDevice::Impl {
       if (!packed.is_ok()) return packed.status();
       chunks.push_back(std::move(packed).value());
     }
-    std::vector<int32_t> column_sums(static_cast<size_t>(n), 0);
-    for (int64_t row = 0; row < k; ++row)
-      for (int64_t col = 0; col < n; ++col) column_sums[col] += weight[row * n + col];
     return std::unique_ptr<PackedWeight>(
-        new FloatInt8Weight(k, n, std::move(chunks), std::move(column_sums)));
+        new FloatInt8Weight(k, n, std::move(chunks), int8_column_sums(weight, k, n)));
   }
 
   // One float GEMM per chunk of K. Every chunk's values are exact integers; one chunk is handed
@@ -428,6 +505,10 @@ Result<std::unique_ptr<PackedWeight>> HostDevice::pack_int8_weight(const int8_t*
                                                                    int64_t n) {
   if (impl_->float_int8) return impl_->pack_float_int8(weight, k, n);
   return impl_->pack(weight, k, n, ElementType::kInt8, ElementType::kUInt8, ElementType::kInt32);
+}
+
+std::string HostDevice::int8_kernel(ElementType a_type, const PackedWeight& w) const {
+  return impl_->int8_kernel(a_type, w);
 }
 
 Status HostDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,

@@ -23,6 +23,9 @@ class HostDevice final : public Device {
                                                          int64_t n) override;
   Status gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w, int32_t* c,
                    const ExecContext& context) override;
+  // The kernel an int8 GEMM of `a_type` activations on `w` runs: oneDNN's implementation name
+  // ("ref..." is its slow reference loop), "float32 chunks" on CPUs without exact int8 kernels.
+  std::string int8_kernel(ElementType a_type, const PackedWeight& w) const;
   Status gemm_int8_blocks(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
                           const Int32BlockSink& sink, const ExecContext& context) override;
   Result<std::unique_ptr<PackedWeight>> pack_float_weight(const float* weight, int64_t k,

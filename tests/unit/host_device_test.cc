@@ -141,17 +141,43 @@ TEST(HostDevice, FloatInt8GemmChunksSumsPastTwoToThe24) {
   EXPECT_GT(not_a_float(signed_expected), m * n / 2);
 }
 
-TEST(HostDevice, Int8GemmIsExactAtExtremeValues) {
-  // All -128 x -128 at K=3072 sums to 50331648: within int32, and exact.
-  const int64_t m = 16, k = 3072, n = 32;
-  std::vector<int8_t> a(m * k, -128), w(k * n, -128);
+// Every activation `a_value`, every weight `w_value`: each output is K * a_value * w_value.
+void check_constant_int8_gemm(int8_t a_value, int8_t w_value, int64_t m, int64_t k, int64_t n) {
+  std::vector<int8_t> a(m * k, a_value), w(k * n, w_value);
   HostDevice device({});
   auto packed = device.pack_int8_weight(w.data(), k, n);
   ASSERT_TRUE(packed.is_ok());
   std::vector<int32_t> c(m * n);
   ASSERT_TRUE(
       device.gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), {}).is_ok());
-  for (int32_t v : c) ASSERT_EQ(v, 3072 * 16384);
+  const int64_t expected = k * a_value * w_value;
+  for (int32_t v : c) ASSERT_EQ(v, expected);
+}
+
+TEST(HostDevice, Int8GemmIsExactAtExtremeValues) {
+  // All -128 x -128 at K=3072 sums to 50331648: within int32, and exact.
+  check_constant_int8_gemm(-128, -128, 16, 3072, 32);
+}
+
+TEST(HostDevice, SignedActivationsRunTheUnsignedActivationsKernel) {
+  // int8 activations are shifted to uint8 on the layout packed for uint8; on that layout oneDNN
+  // has no fast kernel for an s8 source on AVX-512 VNNI without AMX (it took its reference loop).
+  const int64_t k = 1024, n = 512;
+  std::vector<int8_t> w(k * n);
+  std::mt19937 rng(11);
+  for (auto& v : w) v = static_cast<int8_t>(rng());
+  HostDevice device({});
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  const std::string unsigned_kernel = device.int8_kernel(ElementType::kUInt8, *packed.value());
+  EXPECT_EQ(device.int8_kernel(ElementType::kInt8, *packed.value()), unsigned_kernel);
+  EXPECT_NE(unsigned_kernel.rfind("none", 0), 0u) << unsigned_kernel;
+}
+
+TEST(HostDevice, Int8GemmIsExactWhereTheShiftedSumWrapsInt32) {
+  // 127 x 127 at K=70000 is 1129030000, within int32; shifted to uint8 it is (127 + 128) x 127
+  // summed, 2266950000, past int32: the correction must undo the wrap exactly.
+  check_constant_int8_gemm(127, 127, 4, 70000, 16);
 }
 
 TEST(HostDevice, FloatGemmMatchesReference) {
