@@ -43,8 +43,9 @@ constexpr std::array kKnobs = {
              "Attention head count of a claimed vision encoder. 0 infers it from the graph's head "
              "split; when that is impossible the refusal names this knob."},
     KnobSpec{"min_rows", "NPUFLOW_MIN_ROWS", KnobKind::kInt, "16", "1..1048576",
-             "A fused QDQ MatMul call with fewer activation rows runs the host integer loop "
-             "instead of the device."},
+             "A fused QDQ or integer MatMul call with fewer activation rows runs the host "
+             "integer loop instead of the device. Unused on the host device, whose own kernels "
+             "take every row count."},
     KnobSpec{"threads", "NPUFLOW_THREADS", KnobKind::kInt, "0", "0..1024",
              "Threads the host device starts itself when ONNX Runtime lends it no pool. Inside a "
              "session npuflow runs on the session's intra-op threads and this is unused; 0 means "

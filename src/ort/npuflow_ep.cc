@@ -27,6 +27,7 @@
 #include "route/claim_policy.h"
 #include "route/claim_verifier.h"
 #include "route/device_selection.h"
+#include "route/matmul_route.h"
 
 namespace npuflow::ort {
 
@@ -89,12 +90,13 @@ Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* se
   if (knobs.value().flag("verify") && shared_device->name() != "host") {
     reference = std::make_shared<HostDevice>(config.options);
   }
-  logger.info(str_cat("session created on ", shared_device->description(), " (",
-                      device.value().reason, "), min_rows=", knobs.value().integer("min_rows"),
-                      ", qdq=", knobs.value().text("qdq"), ", verify=",
-                      reference                      ? "1 (against the host)"
-                      : knobs.value().flag("verify") ? "1 (nothing to check on the host)"
-                                                     : "0"));
+  logger.info(str_cat(
+      "session created on ", shared_device->description(), " (", device.value().reason,
+      "), min_rows=", integer_min_rows(shared_device->name(), knobs.value().integer("min_rows")),
+      ", qdq=", knobs.value().text("qdq"), ", verify=",
+      reference                      ? "1 (against the host)"
+      : knobs.value().flag("verify") ? "1 (nothing to check on the host)"
+                                     : "0"));
   return std::unique_ptr<NpuflowEp>(new NpuflowEp(std::move(knobs).value(), std::move(logger),
                                                   std::move(shared_device), std::move(reference)));
 }
@@ -436,7 +438,7 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
     }
   }
 
-  binding.min_rows = knobs_.integer("min_rows");
+  binding.min_rows = integer_min_rows(device_->name(), knobs_.integer("min_rows"));
 
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
@@ -516,11 +518,12 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
     *index = input_index(*name);
     if (*index < 0) return internal_error(str_cat("'", *name, "' is not a fused node input"));
   }
+  binding.min_rows = integer_min_rows(device_->name(), knobs_.integer("min_rows"));
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
   auto kernel =
       IntegerMatMul::create(fused_name ? fused_name : claim.matmul_output, claim.spec, weight_data,
-                            claim.weight_type, device_, knobs_.integer("min_rows"), logger_);
+                            claim.weight_type, device_, binding.min_rows, logger_);
   if (!kernel.is_ok()) return kernel.status();
   std::shared_ptr<const IntegerMatMul> shared = std::move(kernel).value();
   logger_.verbose(str_cat("compiled ", fused_name ? fused_name : "?", ": integer k=", claim.spec.k,
@@ -529,7 +532,6 @@ Status NpuflowEp::compile_integer(const GraphView& view, const IntegerMatMulClai
                           claim.spec.float_output ? " float" : " int32",
                           " out, resident=", shared->resident_bytes(), " bytes"));
   totals_->integer_kernels.push_back(shared);
-  binding.min_rows = knobs_.integer("min_rows");
   if (reference_device_ && claim.spec.float_output) {
     // The same group on the host: exact integers and the same fp32 epilogue, bit for bit.
     auto reference = IntegerMatMul::create(str_cat(fused_name ? fused_name : "", "/reference"),

@@ -2,6 +2,8 @@
 whole-graph claims with the CPU EP fallback switched off."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -46,7 +48,7 @@ def test_qdq_knob_off_is_the_control_arm(sessions):
 def test_rows_route_between_host_loop_and_device(sessions, capfd, rows, line, absent):
     spec = QdqSpec(k=1024, n=1024, exact_arithmetic=True)
     path = sessions.save(single_group_model(spec))
-    npu, _ = sessions.npuflow(path, options={"log": "trace"})
+    npu, _ = sessions.npuflow(path, options={"log": "trace", "device": "sim"})
     x = make_activations(spec, rows)
     np.testing.assert_array_equal(npu.run(None, {"x": x})[0],
                                   sessions.cpu(path).run(None, {"x": x})[0])
@@ -60,10 +62,30 @@ def test_rows_route_between_host_loop_and_device(sessions, capfd, rows, line, ab
 def test_min_rows_knob_moves_the_threshold(sessions, capfd):
     spec = QdqSpec(k=256, n=256)
     path = sessions.save(single_group_model(spec))
-    npu, _ = sessions.npuflow(path, options={"log": "trace", "min_rows": "4"})
+    npu, _ = sessions.npuflow(path, options={"log": "trace", "min_rows": "4", "device": "sim"})
     npu.run(None, {"x": make_activations(spec, 5)})
     err = capfd.readouterr().err
     assert "npu_qdq_device" in err and "npu_qdq_host_rows" not in err
+
+
+@pytest.mark.parametrize("x_type", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_the_host_device_runs_every_row_count_on_its_own_kernels(sessions, capfd, x_type):
+    """The host device has no launch to amortize: its oneDNN kernels beat the plain loop at one
+    row too, so min_rows does not send small calls to the loop there (the session says so)."""
+    spec = QdqSpec(k=512, n=256, x_type=x_type, per_channel=True, zp_x=3)
+    path = sessions.save(single_group_model(spec))
+    npu, records = sessions.npuflow(path, options={"log": "trace", "min_rows": "64"})
+    assert claimed(records) == 1
+    cpu = sessions.cpu(path)
+    for rows in (1, 3, 8):
+        x = make_activations(spec, rows, seed=rows)
+        diff = np.abs(npu.run(None, {"x": x})[0].astype(int) - cpu.run(None, {"x": x})[0])
+        assert diff.max() <= 1
+    err = capfd.readouterr().err
+    assert "min_rows=1," in err, err[-2000:]
+    for rows in (1, 3, 8):
+        assert re.search(rf"npu_qdq_device \S+ m={rows} k=512 n=256", err), err[-2000:]
+    assert "npu_qdq_host_rows" not in err
 
 
 def test_info_log_lists_claims_and_refusals(sessions, capfd):
