@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "core/parallel.h"
+
 namespace npuflow {
 
 struct DynamicQuantization {
@@ -17,10 +19,13 @@ struct DynamicQuantization {
   uint8_t zero_point = 0;
 };
 
-DynamicQuantization dynamic_quantization_params(const float* x, int64_t count);
+// Both split `x` into chunks run on `context`; the result does not depend on how.
+DynamicQuantization dynamic_quantization_params(const float* x, int64_t count,
+                                                const ExecContext& context = {});
 
 // x / scale is clamped to [-zp, 255 - zp] before rounding (a NaN takes the lower bound, as
 // MLAS's max/min order gives it), then the zero point is added.
-void quantize_uint8(const float* x, int64_t count, DynamicQuantization params, uint8_t* out);
+void quantize_uint8(const float* x, int64_t count, DynamicQuantization params, uint8_t* out,
+                    const ExecContext& context = {});
 
 }  // namespace npuflow

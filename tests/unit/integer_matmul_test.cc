@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -43,6 +45,46 @@ TEST(DynamicQuantize, ZeroPointAndValuesRoundHalfToEvenAndSaturate) {
   quantize_uint8(x.data(), static_cast<int64_t>(x.size()), q, y.data());
   // -2.5 -> -2 + 2; 252.5 -> 252 + 2; 0.5 -> 0 + 2; 1.5 -> 2 + 2; saturated; NaN -> lower bound.
   EXPECT_EQ(std::vector<int>(y.begin(), y.end()), (std::vector<int>{0, 254, 2, 4, 0, 0}));
+}
+
+TEST(DynamicQuantize, ChunksOnAPoolGiveTheSequentialDefinitionBitForBit) {
+  // Over several chunks, with ties, NaNs, signed zeros and the extremes in late chunks, run on a
+  // pool that takes the chunks in reverse order.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> spread(-3.0f, 5.0f);
+  std::vector<float> x(50001);
+  for (float& v : x) v = spread(rng);
+  x[40000] = -7.25f;
+  x[49999] = 9.5f;
+  x[17] = std::numeric_limits<float>::quiet_NaN();
+  x[33000] = -0.0f;
+  const ExecContext reversed{[](size_t count, const std::function<void(size_t)>& task) {
+    for (size_t i = count; i-- > 0;) task(i);
+  }};
+  float lo = 0.0f, hi = 0.0f;
+  for (float v : x) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  const auto zero_point =
+      static_cast<uint8_t>(std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f)));
+  const DynamicQuantization q =
+      dynamic_quantization_params(x.data(), static_cast<int64_t>(x.size()), reversed);
+  ASSERT_EQ(q.scale, scale);
+  ASSERT_EQ(q.zero_point, zero_point);
+  // Exact ties of x / scale (k + 0.5) at a few places.
+  for (int k : {3, 4, -5})
+    x[static_cast<size_t>(1000 + k)] = (static_cast<float>(k) + 0.5f) * scale;
+  std::vector<uint8_t> got(x.size());
+  quantize_uint8(x.data(), static_cast<int64_t>(x.size()), q, got.data(), reversed);
+  for (size_t i = 0; i < x.size(); ++i) {
+    float v = x[i] / q.scale;
+    v = v > -static_cast<float>(q.zero_point) ? v : -static_cast<float>(q.zero_point);
+    v = v < 255.0f - q.zero_point ? v : 255.0f - q.zero_point;
+    const auto want = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + q.zero_point);
+    ASSERT_EQ(got[i], want) << i << " x=" << x[i];
+  }
 }
 
 // The group's definition, one operation at a time: int64 sums, then fp32 Cast, Mul, Add.
