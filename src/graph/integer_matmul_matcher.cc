@@ -319,6 +319,37 @@ std::variant<Claim, Refused> match_qlinear_matmul(const GraphView& graph, NodeId
 
 }  // namespace
 
+std::optional<DynamicInt8Linear> find_dynamic_int8_linear(const GraphView& graph,
+                                                          NodeId matmul_integer) {
+  if (!is_op(graph, matmul_integer, "MatMulInteger")) return std::nullopt;
+  auto outcome = match_matmul_integer(graph, matmul_integer);
+  const Claim* claim = std::get_if<Claim>(&outcome);
+  if (claim == nullptr || !claim->integer.spec.float_output) return std::nullopt;
+  // A float output implies every node below (match_matmul_integer checked each).
+  const NodeInfo& mm = graph.node(matmul_integer);
+  DynamicInt8Linear linear;
+  linear.matmul = matmul_integer;
+  linear.quantize = graph.producer_if(mm.input(0), "DynamicQuantizeLinear");
+  linear.cast = sole_consumer(graph, mm.outputs[0]);
+  linear.scale_mul = sole_consumer(graph, graph.node(linear.cast).outputs[0]);
+  const NodeInfo& mul = graph.node(linear.scale_mul);
+  const ValueId scale =
+      mul.input(0) == graph.node(linear.cast).outputs[0] ? mul.input(1) : mul.input(0);
+  linear.scale_product = graph.value(scale).producer;
+  if (linear.quantize == kNoNode || linear.scale_product == kNoNode) return std::nullopt;
+  linear.input = graph.node(linear.quantize).input(0);
+  if (linear.input == kNoValue || graph.value(linear.input).type != ElementType::kFloat32)
+    return std::nullopt;
+  linear.weight = mm.input(1);
+  linear.output = mul.outputs[0];
+  linear.weight_type = claim->integer.weight_type;
+  linear.k = claim->integer.spec.k;
+  linear.n = claim->integer.spec.n;
+  linear.w_zero_points = claim->integer.spec.w_zero_points;
+  linear.w_scales = claim->integer.spec.w_scales;
+  return linear;
+}
+
 ClaimSet match_integer_matmuls(const GraphView& graph, const IntegerMatcherOptions& options) {
   ClaimSet result;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {

@@ -9,6 +9,9 @@
 // - QLinearMatMul with constant scales and zero points: a qdq_matmul claim (the QDQ epilogue).
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "graph/claim.h"
 #include "graph/graph_view.h"
 
@@ -19,5 +22,24 @@ struct IntegerMatcherOptions {
 };
 
 ClaimSet match_integer_matmuls(const GraphView& graph, const IntegerMatcherOptions& options);
+
+// One dynamic int8 linear with a float output, as the matcher above claims it, by its nodes:
+//   DynamicQuantizeLinear(input) -> MatMulInteger(., weight) -> Cast -> Mul(., Mul(x_scale,
+//   w_scale)) = output
+// The bias Add after it, if any, is not part of it. The DynamicQuantizeLinear may have other
+// readers.
+struct DynamicInt8Linear {
+  NodeId quantize = kNoNode, matmul = kNoNode, cast = kNoNode, scale_product = kNoNode,
+         scale_mul = kNoNode;
+  ValueId input = kNoValue;   // the float activation the DynamicQuantizeLinear reads
+  ValueId weight = kNoValue;  // constant K x N int8 or uint8
+  ValueId output = kNoValue;  // the scale Mul's float output
+  ElementType weight_type = ElementType::kInt8;
+  int64_t k = 0, n = 0;
+  std::vector<int32_t> w_zero_points;  // 1 or n, in the weight's type
+  std::vector<float> w_scales;         // 1 or n
+};
+std::optional<DynamicInt8Linear> find_dynamic_int8_linear(const GraphView& graph,
+                                                          NodeId matmul_integer);
 
 }  // namespace npuflow

@@ -63,7 +63,8 @@ bool is_dequantize_node(const NodeInfo& node) {
 
 bool holds_quantization(const GraphView& graph) {
   return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const NodeInfo& node) {
-    return is_quantize_node(node) || is_dequantize_node(node);
+    return is_quantize_node(node) || is_dequantize_node(node) ||
+           (node.op_type == "DynamicQuantizeLinear" && is_onnx_domain(node.domain));
   });
 }
 

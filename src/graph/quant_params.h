@@ -32,6 +32,7 @@ int64_t integer_element(const ConstantData& data, ElementType type, size_t index
 // arithmetic.
 bool is_quantize_node(const NodeInfo& node);
 bool is_dequantize_node(const NodeInfo& node);
+// Whether any node quantizes or dequantizes: Q/DQ or DynamicQuantizeLinear.
 bool holds_quantization(const GraphView& graph);
 
 struct QuantParams {

@@ -21,6 +21,23 @@ std::set<NodeId> nodes_of(const ClaimSet& set) {
   return nodes;
 }
 
+// q, k and v run as one projection: all three dynamic int8 (one quantization of their shared
+// input) or none. Why not, or "".
+std::string mixed_dynamic_projection(const DequantizedView& view,
+                                     const VisionEncoderClaim& encoder) {
+  for (size_t i = 0; i < encoder.layers.size(); ++i) {
+    const EncoderLayerRef& layer = encoder.layers[i];
+    int dynamic = 0;
+    for (const DenseRef* part : {&layer.q, &layer.k, &layer.v})
+      dynamic += view.dynamic_weight(part->weight) != nullptr;
+    if (dynamic != 0 && dynamic != 3) {
+      return str_cat("layer ", i, ": ", dynamic,
+                     " of q, k and v are dynamic int8 linears, the rest float");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 QuantMode quant_mode(const std::string& value) {
@@ -29,10 +46,13 @@ QuantMode quant_mode(const std::string& value) {
   return QuantMode::kFp16;
 }
 
+QuantizedReading quantized_reading(QuantMode mode) {
+  return mode == QuantMode::kW8A8 ? QuantizedReading::kDynamicOnly : QuantizedReading::kAll;
+}
+
 ClaimSet match_encoders_in_quantized_graph(const GraphView& graph, QuantMode mode,
                                            const EncoderMatcherOptions& options) {
-  if (mode == QuantMode::kW8A8) return match_vision_encoders(graph, options);
-  const DequantizedView dequantized(graph);
+  const DequantizedView dequantized(graph, quantized_reading(mode));
   ClaimSet encoders = match_vision_encoders(dequantized.view(), options);
   if (!dequantized.changed()) return encoders;
   // An encoder whose weights are all float, with Q/DQ pairs on its activations, is a float model
@@ -48,6 +68,11 @@ ClaimSet match_encoders_in_quantized_graph(const GraphView& graph, QuantMode mod
     if (!why.empty()) {
       encoders.refusals.push_back(
           {kNoNode, claim.anchor_name, "quantized_value_read_outside", why});
+      return true;
+    }
+    if (const std::string mixed = mixed_dynamic_projection(dequantized, claim.encoder);
+        !mixed.empty()) {
+      encoders.refusals.push_back({kNoNode, claim.anchor_name, "mixed_dynamic_projection", mixed});
       return true;
     }
     claim.nodes.assign(nodes.begin(), nodes.end());
@@ -76,11 +101,10 @@ ClaimSet match_encoders_in_quantized_graph(const GraphView& graph, QuantMode mod
   return encoders;
 }
 
-void resolve_encoder_overlaps(QuantMode mode, ClaimSet& encoders,
-                              const std::vector<ClaimSet*>& groups) {
+void resolve_encoder_overlaps(QuantMode mode, ClaimSet& encoders, ClaimSet& qdq_groups,
+                              ClaimSet& integer_groups) {
   if (mode == QuantMode::kW8A8) {
-    std::set<NodeId> grouped;
-    for (const ClaimSet* set : groups) grouped.merge(nodes_of(*set));
+    const std::set<NodeId> grouped = nodes_of(qdq_groups);
     std::erase_if(encoders.claims, [&](const Claim& claim) {
       if (!overlaps(claim, grouped)) return false;
       encoders.refusals.push_back({kNoNode, claim.anchor_name, "overlaps_qdq_groups",
@@ -88,15 +112,15 @@ void resolve_encoder_overlaps(QuantMode mode, ClaimSet& encoders,
                                    "(NPUFLOW_QUANT=w8a8 keeps them native int8)"});
       return true;
     });
-    return;
   }
   const std::set<NodeId> inside = nodes_of(encoders);
-  for (ClaimSet* set : groups) {
+  for (ClaimSet* set : {&qdq_groups, &integer_groups}) {
     std::erase_if(set->claims, [&](const Claim& claim) {
       if (!overlaps(claim, inside)) return false;
       set->refusals.push_back({kNoNode, claim.anchor_name, "inside_quantized_encoder",
-                               "the encoder that contains it is claimed whole, its weights "
-                               "dequantized once (NPUFLOW_QUANT=fp16)"});
+                               "the encoder that contains it is claimed whole (dynamic int8 "
+                               "linears run natively in it; QDQ weights are dequantized once "
+                               "under NPUFLOW_QUANT=fp16)"});
       return true;
     });
   }

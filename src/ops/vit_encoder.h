@@ -3,7 +3,10 @@
 // intermediate taps, each optionally through a LayerNorm). Every projection weight is packed once
 // onto the device at create(); the residual stream stays fp32 on the host; the token count is
 // padded to a multiple of 4 with zero rows (the RK3588 matmul contract, M % 4); projections run as
-// device matmuls (one call site, `project`), attention, norms and activations as host ops.
+// device matmuls (one call site, `project`: float, fp16, or dynamic int8 as the graph's
+// DynamicQuantizeLinear -> MatMulInteger), attention, norms and activations as host ops. Images
+// go through the layers one at a time, or all together when a dynamic int8 projection's range
+// must span the batch.
 #pragma once
 
 #include <atomic>
@@ -19,6 +22,7 @@
 #include "core/status.h"
 #include "device/device.h"
 #include "ops/vector_math.h"
+#include "quant/integer_matmul.h"
 
 namespace npuflow {
 
@@ -36,12 +40,24 @@ struct FloatRef {
   int64_t count() const;
 };
 
+// A dynamic int8 linear (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul): the integer
+// weight behind DenseWeights::weight (its dequantized reading), run natively. Borrowed.
+struct DynamicInt8Projection {
+  ElementType type = ElementType::kInt8;  // int8 or uint8
+  const void* data = nullptr;             // K x N, as `weight`
+  std::vector<int32_t> zero_points;       // 1 or N
+  std::vector<float> scales;              // 1 or N
+};
+
 struct DenseWeights {
   FloatRef weight;               // K x N (MatMul) or N x K (Gemm transB=1)
   bool transposed = false;       // weight is N x K
   std::optional<FloatRef> bias;  // N
   int64_t col_begin = 0;         // output columns [col_begin, col_begin + cols) of weight and bias
   int64_t cols = 0;              // 0: all N columns
+  // Set: the projection quantizes its input as DynamicQuantizeLinear does (over the whole
+  // [B, T, K] tensor) and runs an int8 GEMM with the graph's float epilogue, bit for bit.
+  std::optional<DynamicInt8Projection> dynamic;
 };
 
 struct NormWeights {
@@ -139,6 +155,9 @@ class VitEncoder {
     std::unique_ptr<PackedWeight> packed;
     bool fp16 = false;
     std::unique_ptr<PackedWeight> fallback;
+    // A dynamic int8 projection instead (DenseWeights::dynamic): its int8 weight resident on
+    // the session's device, the activation quantized over the whole call.
+    std::unique_ptr<IntegerMatMul> dynamic;
     std::vector<float> bias;
     int64_t k = 0, n = 0;
   };
@@ -168,12 +187,22 @@ class VitEncoder {
   struct Scratch;
 
   VitEncoder() = default;
+  // Packs a dense layer (or several side by side along N) once onto the device; `keep_exact`
+  // keeps it off an fp16 device (ops/vit_encoder_dense.cc).
+  Result<Dense> pack(const std::vector<const DenseWeights*>& parts, bool keep_exact);
+  Result<Dense> pack_dynamic(const std::vector<const DenseWeights*>& parts, int64_t k,
+                             int64_t n_total, Dense dense);
   Status project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows, float* y,
                  const ExecContext& context) const;
-  Status run_one(const float* main, const float* cls, const float* pos, int64_t tokens,
-                 int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height,
-                 int64_t width, const std::vector<float*>& exits, int64_t image, Scratch& scratch,
-                 const ExecContext& context) const;
+  // One image's (or sequence's) embedding into its `tokens` rows at `h`.
+  Status embed(const float* main, const float* cls, const float* pos, int64_t tokens,
+               int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height, int64_t width,
+               float* h, Scratch& scratch, const ExecContext& context) const;
+  // The layers over `images` embedded images of `tokens` rows each, stacked in scratch.h, and
+  // the exits of images [first_image, first_image + images).
+  Status run_layers(int64_t tokens, int64_t images, int64_t first_image,
+                    const std::vector<float*>& exits, Scratch& scratch,
+                    const ExecContext& context) const;
 
   std::string name_;
   std::shared_ptr<Device> device_;
@@ -191,6 +220,9 @@ class VitEncoder {
   int64_t register_rows_ = 0, register_position_ = 0;
   std::optional<Norm> pre_norm_;
   std::vector<Layer> layers_;
+  // Some projection is dynamic int8: its quantization spans the batch, so every image of it
+  // goes through each layer together (one pass); else one image per pass.
+  bool batch_wide_ = false;
   std::vector<Norm> exit_norms_;
   std::vector<EncoderExit> exits_;
   mutable std::mutex mutex_;

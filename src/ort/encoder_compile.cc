@@ -35,7 +35,8 @@ Result<FloatRef> constant_ref(const GraphView& view, const std::string& name) {
 }  // namespace
 
 Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
-                                  const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+                                  const OrtNode* fused_node, OrtNodeComputeInfo** out,
+                                  const DequantizedView* quantized) {
   VitEncoderSpec spec;
   spec.hidden = claim.hidden;
   spec.heads = claim.heads;
@@ -61,6 +62,11 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     w.col_begin = d.col_begin;
     w.cols = d.cols;
     w.bias = opt(d.bias);
+    if (const DynamicInt8Weight* integer =
+            quantized ? quantized->dynamic_weight(d.weight) : nullptr) {
+      w.dynamic = DynamicInt8Projection{integer->type, integer->data, integer->zero_points,
+                                        integer->scales};
+    }
     return w;
   };
   auto norm = [&](const NormRef& n) {

@@ -204,7 +204,7 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   const QuantMode quant = quant_mode(knobs_.text("quant"));
   ClaimSet encoders = match_encoders_in_quantized_graph(snap.view, quant, encoder_options);
   apply_claim_policy(encoders, policy, costs ? &*costs : nullptr, cost_path);
-  resolve_encoder_overlaps(quant, encoders, {&claims, &integers});
+  resolve_encoder_overlaps(quant, encoders, claims, integers);
 
   OrtNodeFusionOptions fusion{};
   fusion.ort_version_supported = api().version;
@@ -375,8 +375,8 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   if (auto encoder = claimed_by(encoders_by_exit_)) {
     if (!encoder->dequantized) return compile_encoder(view, *encoder, fused_node, out);
     // Its weights read through their DequantizeLinear nodes, as the matcher saw them.
-    const DequantizedView dequantized(view);
-    return compile_encoder(dequantized.view(), *encoder, fused_node, out);
+    const DequantizedView dequantized(view, quantized_reading(quant_mode(knobs_.text("quant"))));
+    return compile_encoder(dequantized.view(), *encoder, fused_node, out, &dequantized);
   }
   auto program = claimed_by(programs_by_output_);
   if (program) return compile_program(view, *program, fused_node, out);

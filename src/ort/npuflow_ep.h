@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "device/device.h"
 #include "graph/claim.h"
+#include "graph/quantized_view.h"
 #include "npuflow/npuflow.h"
 #include "ort/ort_api.h"
 
@@ -37,8 +38,10 @@ class NpuflowEp : public OrtEp {
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
   Status compile_program(const GraphView& view, const TensorProgram& program,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  // `quantized`: the float reading `view` is, for a claim made on one (its dynamic int8 weights).
   Status compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
-                         const OrtNode* fused_node, OrtNodeComputeInfo** out);
+                         const OrtNode* fused_node, OrtNodeComputeInfo** out,
+                         const DequantizedView* quantized = nullptr);
   void write_report(const std::string& json_line) const;
 
   static const char* ORT_API_CALL GetNameImpl(const OrtEp* self) noexcept;

@@ -231,9 +231,9 @@ Status IntegerMatMul::run_terms(const void* a, ElementType a_type, int64_t m,
 Status IntegerMatMul::run_dynamic(const float* x, int64_t m, float* out,
                                   const ExecContext& context) const {
   const int64_t count = m * spec_.k;
-  const DynamicQuantization params = dynamic_quantization_params(x, count);
+  const DynamicQuantization params = dynamic_quantization_params(x, count, context);
   uint8_t* q = sized(thread_scratch().quantized, static_cast<size_t>(count));
-  quantize_uint8(x, count, params, q);
+  quantize_uint8(x, count, params, q, context);
   return run(q, ElementType::kUInt8, params.zero_point, params.scale, m, out, context);
 }
 

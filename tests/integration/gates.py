@@ -101,3 +101,31 @@ def assert_every_call_on_the_device(profile: DeviceProfile) -> None:
             profile.qdq_host_row_calls) == (0, 0, 0, 0), (
         f"some calls did not run on the device:\n{profile.text[-3000:]}")
     assert "refused a" not in profile.text, "a projection fell back to the host"
+
+
+def one_ulp_moves(model, trials: int = 4, seed: int = 0) -> list[bytes]:
+    """`trials` copies of the ONNX model (a path or a ModelProto) with a random tenth of the
+    elements of every 1-D float initializer of more than 16 elements (norm gains and biases,
+    projection biases; not a Resize's scales) moved by one ulp up or down, seeded: how far the CPU EP itself moves under last-bit differences is the
+    floor of a gate on a model whose dynamic quantization amplifies them (a rounding that flips in
+    the element that sets a DynamicQuantizeLinear's range moves every value it quantizes)."""
+    import onnx
+    from onnx import numpy_helper
+
+    base = onnx.load(model) if isinstance(model, str) else model
+    rng = np.random.default_rng(seed)
+    moved_models = []
+    for _ in range(trials):
+        moved = onnx.ModelProto()
+        moved.CopyFrom(base)
+        for init in moved.graph.initializer:
+            if init.data_type != onnx.TensorProto.FLOAT or len(init.dims) != 1 or \
+                    init.dims[0] <= 16:
+                continue
+            values = numpy_helper.to_array(init).copy()
+            pick = rng.random(values.shape) < 0.1
+            way = np.where(rng.random(int(pick.sum())) < 0.5, np.inf, -np.inf).astype(np.float32)
+            values[pick] = np.nextafter(values[pick], way)
+            init.CopyFrom(numpy_helper.from_array(values, init.name))
+        moved_models.append(moved.SerializeToString())
+    return moved_models

@@ -1,6 +1,7 @@
-// The float reading of a QDQ graph (graph/quantized_view.h): constant DequantizeLinears become
-// their dequantized values, activation Q -> DQ pairs are bypassed, and a claim takes the seen-
-// through nodes along, or says which value it cannot.
+// The float reading of a quantized graph (graph/quantized_view.h): constant DequantizeLinears
+// become their dequantized values, activation Q -> DQ pairs are bypassed, dynamic int8 linears
+// read as float MatMuls, and a claim takes the seen-through nodes along, or says which value it
+// cannot.
 #include "graph/quantized_view.h"
 
 #include <gtest/gtest.h>
@@ -227,6 +228,146 @@ TEST(DequantizedView, AClaimCannotTakeAValueReadOutsideIt) {
   std::set<NodeId> claim = {p.relu, p.matmul};
   const std::string why = view.take_along(claim);
   EXPECT_NE(why.find("is also read outside the claim"), std::string::npos) << why;
+}
+
+// quantize_dynamic's linear: DynamicQuantizeLinear(x) -> MatMulInteger -> Cast -> Mul(., Mul(
+// x_scale, w_scale)) -> Add(bias), the quantizer shared by `readers` such linears.
+struct DynamicGraph {
+  TestGraph g;
+  ValueId x = kNoValue, quantized = kNoValue;
+  NodeId quantize = kNoNode;
+  struct Linear {
+    ValueId weight = kNoValue, output = kNoValue, biased = kNoValue;
+    NodeId matmul = kNoNode, cast = kNoNode, scale_mul = kNoNode, product = kNoNode, add = kNoNode;
+  };
+  std::vector<Linear> linears;
+};
+
+void build_dynamic(DynamicGraph& d, int readers, ElementType weight_type) {
+  TestGraph& g = d.g;
+  d.x = g.input({2, 3}, ElementType::kFloat32, "x");
+  d.quantized = g.value({2, 3}, ElementType::kUInt8);
+  const ValueId x_scale = g.value({});
+  const ValueId x_zero = g.value({}, ElementType::kUInt8);
+  d.quantize = g.node("DynamicQuantizeLinear", {d.x}, {d.quantized, x_scale, x_zero});
+  for (int r = 0; r < readers; ++r) {
+    DynamicGraph::Linear l;
+    const std::vector<int8_t> values = {-128, 127, 5, -7, 0, 1};
+    l.weight = weight_type == ElementType::kInt8
+                   ? g.constant<int8_t>({3, 2}, weight_type, values, str_cat("w", r))
+                   : g.constant<uint8_t>({3, 2}, weight_type, {0, 255, 133, 121, 128, 129},
+                                         str_cat("w", r));
+    const ValueId w_zero = weight_type == ElementType::kInt8
+                               ? g.constant<int8_t>({2}, weight_type, {3, -2})
+                               : g.constant<uint8_t>({2}, weight_type, {131, 126});
+    const ValueId acc = g.value({2, 2}, ElementType::kInt32);
+    l.matmul = g.node("MatMulInteger", {d.quantized, l.weight, x_zero, w_zero}, {acc});
+    const ValueId cast = g.op("Cast", {acc}, {2, 2}, {{"to", integer(1)}});
+    l.cast = g.producer(cast);
+    const ValueId product = g.op("Mul", {x_scale, g.floats({2}, {0.5f, 0.25f})}, {2});
+    l.product = g.producer(product);
+    l.output = g.op("Mul", {cast, product}, {2, 2});
+    l.scale_mul = g.producer(l.output);
+    l.biased = g.op("Add", {l.output, g.floats({2}, {1.0f, -1.0f})}, {2, 2});
+    l.add = g.producer(l.biased);
+    g.output(l.biased);
+    d.linears.push_back(l);
+  }
+}
+
+TEST(DequantizedView, DynamicInt8LinearsReadAsFloatMatMulsOfTheirDequantizedWeights) {
+  for (ElementType type : {ElementType::kInt8, ElementType::kUInt8}) {
+    DynamicGraph d;
+    build_dynamic(d, 3, type);
+    for (QuantizedReading reading : {QuantizedReading::kAll, QuantizedReading::kDynamicOnly}) {
+      const DequantizedView view(d.g.graph, reading);
+      const GraphView& v = view.view();
+      ASSERT_TRUE(view.changed());
+      std::set<NodeId> claim;
+      for (const DynamicGraph::Linear& l : d.linears) {
+        const NodeInfo& mm = v.node(l.matmul);
+        EXPECT_EQ(mm.op_type, "MatMul");
+        EXPECT_EQ(mm.inputs, (std::vector<ValueId>{d.x, l.weight}));
+        EXPECT_EQ(mm.outputs, std::vector<ValueId>{l.output});
+        EXPECT_EQ(v.value(l.output).producer, l.matmul);
+        const ValueInfo& w = v.value(l.weight);
+        ASSERT_EQ(w.type, ElementType::kFloat32);
+        const auto* data = static_cast<const float*>(w.constant->data);
+        // (w - zp[n]) * scale[n] as the integer values the graph holds.
+        const float expected[] = {(-128 - 3) * 0.5f, (127 + 2) * 0.25f, (5 - 3) * 0.5f,
+                                  (-7 + 2) * 0.25f,  (0 - 3) * 0.5f,    (1 + 2) * 0.25f};
+        for (int i = 0; i < 6; ++i) EXPECT_EQ(data[i], expected[i]) << i;
+        const DynamicInt8Weight* integer = view.dynamic_weight(d.g.graph.value(l.weight).name);
+        ASSERT_NE(integer, nullptr);
+        EXPECT_EQ(integer->type, type);
+        EXPECT_EQ(integer->data, d.g.graph.value(l.weight).constant->data);
+        EXPECT_EQ(integer->scales, (std::vector<float>{0.5f, 0.25f}));
+        EXPECT_EQ(integer->k, 3);
+        EXPECT_EQ(integer->n, 2);
+        claim.insert({l.matmul, l.add});
+      }
+      EXPECT_EQ(v.value(d.x).consumers.size(), 3u);
+      EXPECT_EQ(view.take_along(claim), "");
+      EXPECT_TRUE(claim.count(d.quantize));
+      for (const DynamicGraph::Linear& l : d.linears) {
+        for (NodeId n : {l.cast, l.scale_mul, l.product}) EXPECT_TRUE(claim.count(n));
+      }
+      EXPECT_TRUE(view.reads_quantized_weight(claim));
+      // The source graph is untouched.
+      EXPECT_EQ(d.g.graph.node(d.linears[0].matmul).op_type, "MatMulInteger");
+    }
+  }
+}
+
+TEST(DequantizedView, AQuantizedActivationReadElsewhereKeepsEveryLinearOfItsQuantizer) {
+  DynamicGraph d;
+  build_dynamic(d, 2, ElementType::kInt8);
+  d.g.output(d.g.op("Cast", {d.quantized}, {2, 3}, {{"to", integer(1)}}));
+  const DequantizedView view(d.g.graph);
+  EXPECT_FALSE(view.changed());
+  for (const DynamicGraph::Linear& l : d.linears) {
+    EXPECT_EQ(view.view().node(l.matmul).op_type, "MatMulInteger");
+    EXPECT_EQ(view.dynamic_weight(d.g.graph.value(l.weight).name), nullptr);
+  }
+}
+
+TEST(DequantizedView, OnlyDynamicLinearsAreReadThroughForW8A8) {
+  TestGraph g;
+  const ValueId x = g.input({1, 3});
+  const ValueId w = g.constant<int8_t>({3, 2}, ElementType::kInt8, {-128, 127, 5, -7, 0, 1}, "w");
+  const ValueId wf = g.value({3, 2});
+  g.node("DequantizeLinear", {w, g.floats({2}, {0.5f, 0.25f})}, {wf}, {{"axis", integer(1)}});
+  g.output(g.op("MatMul", {x, wf}, {1, 2}));
+  EXPECT_TRUE(DequantizedView(g.graph).changed());
+  EXPECT_FALSE(DequantizedView(g.graph, QuantizedReading::kDynamicOnly).changed());
+}
+
+TEST(DequantizedView, AGatherOfAQuantizedTableReadsAsTheGatherOfItsValues) {
+  TestGraph g;
+  const ValueId ids = g.input({1, 2}, ElementType::kInt64, "ids");
+  const ValueId table =
+      g.constant<uint8_t>({3, 2}, ElementType::kUInt8, {0, 255, 128, 129, 7, 200}, "table");
+  const ValueId rows = g.value({1, 2, 2}, ElementType::kUInt8);
+  const NodeId gather = g.node("Gather", {table, ids}, {rows});
+  const ValueId values = g.value({1, 2, 2});
+  const NodeId dq =
+      g.node("DequantizeLinear",
+             {rows, g.scalar(0.5f), g.constant<uint8_t>({}, ElementType::kUInt8, {128})}, {values});
+  const ValueId out = g.op("Relu", {values}, {1, 2, 2});
+  g.output(out);
+  const DequantizedView view(g.graph, QuantizedReading::kDynamicOnly);
+  const GraphView& v = view.view();
+  ASSERT_TRUE(view.changed());
+  EXPECT_EQ(v.node(gather).outputs, std::vector<ValueId>{values});
+  EXPECT_EQ(v.value(values).producer, gather);
+  ASSERT_EQ(v.value(table).type, ElementType::kFloat32);
+  const auto* data = static_cast<const float*>(v.value(table).constant->data);
+  const float expected[] = {-64.0f, 63.5f, 0.0f, 0.5f, -60.5f, 36.0f};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(data[i], expected[i]) << i;
+  std::set<NodeId> claim = {gather, g.producer(out)};
+  EXPECT_EQ(view.take_along(claim), "");
+  EXPECT_TRUE(claim.count(dq));
+  EXPECT_TRUE(view.reads_quantized_weight(claim));
 }
 
 }  // namespace
