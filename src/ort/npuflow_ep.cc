@@ -205,6 +205,8 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
   ClaimSet encoders = match_encoders_in_quantized_graph(snap.view, quant, encoder_options);
   apply_claim_policy(encoders, policy, costs ? &*costs : nullptr, cost_path);
   resolve_encoder_overlaps(quant, encoders, claims, integers);
+  // After the overlaps: the groups of an encoder declined above are judged on their own.
+  apply_claim_policy(integers, policy, costs ? &*costs : nullptr, cost_path);
 
   OrtNodeFusionOptions fusion{};
   fusion.ort_version_supported = api().version;

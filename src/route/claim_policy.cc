@@ -45,6 +45,14 @@ Work work_of(const Claim& claim) {
   return w;
 }
 
+// The kind of measured row that vouches for a claim. A quantized encoder (int8 linears native,
+// weights dequantized) costs what neither a float encoder nor a QDQ layer measured costs.
+std::string cost_kind(const Claim& claim) {
+  if (claim.kind == ClaimKind::kVisionEncoder && claim.encoder.dequantized)
+    return "quantized_encoder";
+  return claim_kind_name(claim.kind);
+}
+
 double log_distance(double a, double b) {
   if (a <= 0 || b <= 0) return 0;
   return std::abs(std::log(a / b));
@@ -141,7 +149,7 @@ Result<CostTable> load_cost_table(const std::string& path) {
 ClaimVerdict judge_claim(const Claim& claim, const CostTable* table,
                          const std::string& table_path) {
   ClaimVerdict verdict;
-  const std::string kind = claim_kind_name(claim.kind);
+  const std::string kind = cost_kind(claim);
   const Work work = work_of(claim);
   const MeasuredCost* nearest = nullptr;
   double best = std::numeric_limits<double>::infinity();

@@ -31,7 +31,9 @@ const char* claim_policy_name(ClaimPolicy policy);
 
 // One measured model: its GEMM work in the claim's terms and each EP's median wall time.
 struct MeasuredCost {
-  std::string kind;    // "vision_encoder" or "qdq_matmul" (claim_kind_name)
+  // "vision_encoder", "quantized_encoder" (an encoder read through its quantized weights),
+  // "qdq_matmul" or "integer_matmul"
+  std::string kind;
   std::string model;   // what was measured, e.g. "Depth Anything V2 S"
   std::string family;  // the encoder claim's family (vit, clip, ...): preferred among equals
   int64_t tokens = 0, hidden = 0;  // encoders: sequence length and width
@@ -64,7 +66,8 @@ struct ClaimVerdict {
 };
 
 // The claim's costs from the nearest measured shape of its kind (encoders: token count and width,
-// then the same family; QDQ layers: M, K and N), scaled by its GEMM work.
+// then the same family; QDQ and integer groups: M, K and N), scaled by its GEMM work. A quantized
+// encoder is judged only by quantized encoders: a float encoder's figure says nothing of it.
 ClaimVerdict judge_claim(const Claim& claim, const CostTable* table, const std::string& table_path);
 
 // Under kFaster, moves every claim judged slower (or unmeasured) into the refusals, with both

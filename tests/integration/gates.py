@@ -129,3 +129,44 @@ def one_ulp_moves(model, trials: int = 4, seed: int = 0) -> list[bytes]:
             init.CopyFrom(numpy_helper.from_array(values, init.name))
         moved_models.append(moved.SerializeToString())
     return moved_models
+
+
+def exact_integer_model(model: str) -> str:
+    """The model at `model` with every MatMulInteger computed exactly by the CPU EP: its operands
+    cast to double less their zero points, a double MatMul (every int8 sum is exact below 2^53)
+    and a Cast to int32; everything else as written. Saved beside it; returns the path.
+
+    The graph's definition, which npuflow computes. The CPU EP's own MatMulInteger is that on a
+    machine with VNNI; on x86 without it its u8 x s8 kernels add pairs of products in int16 with
+    saturation (pmaddubsw), so its outputs of an int8-weight model are not the graph's there.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    proto = onnx.load(model)
+    nodes = []
+    for node in proto.graph.node:
+        if node.op_type != "MatMulInteger" or node.domain not in ("", "ai.onnx"):
+            nodes.append(node)
+            continue
+        base = f"{node.output[0]}__exact"
+        operands = []
+        for side, (value, zero_point) in enumerate(
+                ((node.input[0], node.input[2] if len(node.input) > 2 else ""),
+                 (node.input[1], node.input[3] if len(node.input) > 3 else ""))):
+            wide = f"{base}_{side}"
+            nodes.append(helper.make_node("Cast", [value], [wide], to=TensorProto.DOUBLE))
+            if zero_point:
+                nodes.append(helper.make_node("Cast", [zero_point], [f"{wide}_zp"],
+                                              to=TensorProto.DOUBLE))
+                nodes.append(helper.make_node("Sub", [wide, f"{wide}_zp"], [f"{wide}_centred"]))
+                wide = f"{wide}_centred"
+            operands.append(wide)
+        nodes.append(helper.make_node("MatMul", operands, [f"{base}_sum"]))
+        nodes.append(helper.make_node("Cast", [f"{base}_sum"], [node.output[0]],
+                                      to=TensorProto.INT32))
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    out = f"{model[:-len('.onnx')] if model.endswith('.onnx') else model}.exact-integer.onnx"
+    onnx.save(proto, out)
+    return out

@@ -1,6 +1,8 @@
 """Do-no-harm claiming through the CLI: claim=faster keeps an encoder the cost table measured as
 not slower than the CPU EP, declines one measured slower (explain shows both costs), declines
-everything without a table, and device=auto on a machine without an NPU defaults to faster."""
+everything without a table, and device=auto on a machine without an NPU defaults to faster. A
+dynamically quantized encoder and its MatMulInteger groups answer to the policy as well, each by
+measurements of its own kind."""
 from __future__ import annotations
 
 import json
@@ -13,22 +15,22 @@ from conftest import CLI
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vision" / "vit_dynamo.onnx"
 
 
-def explain(tmp_path, **env):
+def explain(tmp_path, model=FIXTURE, **env):
     full = dict(os.environ)
     full.pop("NPUFLOW_CLAIM", None)
     full["NPUFLOW_CACHE_DIR"] = str(tmp_path / "cache")  # never the user's own table
     full.update(env)
-    result = subprocess.run([str(CLI), "explain", str(FIXTURE)], capture_output=True, text=True,
+    result = subprocess.run([str(CLI), "explain", str(model)], capture_output=True, text=True,
                             env=full, timeout=300)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def table(tmp_path, npuflow_ms, cpu_ep_ms):
+def table(tmp_path, npuflow_ms, cpu_ep_ms, kind="vision_encoder", extra=()):
     path = tmp_path / "costs.json"
     path.write_text(json.dumps({"machine": "test", "rows": [{
-        "kind": "vision_encoder", "model": "measured ViT", "tokens": 17, "hidden": 64,
-        "flops": 1e8, "npuflow_ms": npuflow_ms, "cpu_ep_ms": cpu_ep_ms}]}))
+        "kind": kind, "model": "measured ViT" if kind == "vision_encoder" else f"measured {kind}", "tokens": 17, "hidden": 64,
+        "flops": 1e8, "npuflow_ms": npuflow_ms, "cpu_ep_ms": cpu_ep_ms}, *extra]}))
     return str(path)
 
 
@@ -59,3 +61,37 @@ def test_auto_on_a_machine_without_an_npu_is_faster_and_never_guesses(tmp_path):
     # An explicit device is a deliberate choice: everything is claimed.
     for device in ("host", "sim"):
         assert "1 of 1 vision encoders claimed" in explain(tmp_path, NPUFLOW_DEVICE=device)
+
+
+def test_a_dynamic_int8_encoder_and_its_groups_answer_to_measurements_of_their_own_kind(tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    model = tmp_path / "vit_dynamic.onnx"
+    quantize_dynamic(str(FIXTURE), str(model), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul"])
+    groups = "integer MatMul groups (MatMulInteger, QLinearMatMul) claimed"
+    # A float encoder measured faster at this very shape vouches for neither the quantized encoder
+    # nor its groups: all run on the CPU EP, and explain says why.
+    out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5))
+    assert "0 of 1 vision encoders claimed" in out, out
+    assert f" 0 of " in out.split(groups)[0].splitlines()[-1], out
+    assert "no quantized_encoder cost measured" in out and "no integer_matmul cost" in out, out
+    # The quantized encoder measured not slower: claimed as one node, its groups inside it.
+    out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5, kind="quantized_encoder"))
+    assert "1 of 1 vision encoders claimed" in out, out
+    assert "inside_quantized_encoder" in out, out
+    # Measured slower: declined with both costs, and the groups it gives back are judged alone
+    # (integer groups measured faster at their shape are kept).
+    integer_row = {"kind": "integer_matmul", "model": "measured group", "rows": 17, "k": 64,
+                   "n": 64, "flops": 1e6, "npuflow_ms": 0.1, "cpu_ep_ms": 0.2}
+    out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 2.0, 1.5, kind="quantized_encoder",
+                                            extra=[integer_row]))
+    assert "0 of 1 vision encoders claimed" in out and "slower_than_cpu_ep" in out, out
+    claimed, candidates = out.split(groups)[0].splitlines()[-1].split("': ")[1].split(" of ")
+    assert int(claimed) == int(candidates) > 0, out
+    # claim=all takes the encoder whatever the table says.
+    out = explain(tmp_path, model, NPUFLOW_CLAIM="all",
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 2.0, 1.5, kind="quantized_encoder"))
+    assert "1 of 1 vision encoders claimed" in out, out

@@ -129,6 +129,45 @@ TEST(ClaimPolicy, NothingMeasuredMeansDeclinedUnderFasterAndKeptUnderAll) {
   EXPECT_FALSE(judge_claim(encoder_claim(197, 768), &qdq_only, "t").keep);
 }
 
+TEST(ClaimPolicy, AQuantizedEncoderIsJudgedOnlyByQuantizedEncoders) {
+  // The float ViT row says npuflow is faster at this shape; it says nothing of the same encoder
+  // with dynamic int8 linears inside.
+  const CostTable floats = table();
+  Claim quantized = encoder_claim(197, 768);
+  quantized.encoder.dequantized = true;
+  ASSERT_TRUE(judge_claim(encoder_claim(197, 768), &floats, floats.path).keep);
+  const ClaimVerdict unmeasured = judge_claim(quantized, &floats, floats.path);
+  EXPECT_FALSE(unmeasured.keep);
+  EXPECT_EQ(unmeasured.reason, "no_measured_cost");
+  EXPECT_NE(unmeasured.detail.find("quantized_encoder"), std::string::npos) << unmeasured.detail;
+  CostTable measured = floats;
+  MeasuredCost row = floats.rows[0];
+  row.kind = "quantized_encoder";
+  row.model = "MiniLM-q";
+  row.npuflow_ms = 30.0;
+  row.cpu_ep_ms = 29.0;
+  measured.rows.push_back(row);
+  const ClaimVerdict slower = judge_claim(quantized, &measured, measured.path);
+  EXPECT_FALSE(slower.keep);
+  EXPECT_EQ(slower.reason, "slower_than_cpu_ep");
+  EXPECT_NE(slower.detail.find("MiniLM-q"), std::string::npos) << slower.detail;
+  measured.rows.back().npuflow_ms = 25.0;
+  EXPECT_TRUE(judge_claim(quantized, &measured, measured.path).keep);
+}
+
+TEST(ClaimPolicy, IntegerGroupsAreJudgedByMeasuredIntegerGroups) {
+  Claim group;
+  group.kind = ClaimKind::kIntegerMatMul;
+  group.anchor_name = "proj";
+  group.work.push_back({"proj", 64, 384, 1536, ElementType::kInt8, false});
+  CostTable costs = table();  // encoders only: no integer group measured
+  EXPECT_EQ(judge_claim(group, &costs, costs.path).reason, "no_measured_cost");
+  costs.rows.push_back({"integer_matmul", "MiniLM-q fc1", "", 0, 0, 64, 384, 1536, 1e6, 2.0, 1.0});
+  EXPECT_EQ(judge_claim(group, &costs, costs.path).reason, "slower_than_cpu_ep");
+  costs.rows.back().npuflow_ms = 0.5;
+  EXPECT_TRUE(judge_claim(group, &costs, costs.path).keep);
+}
+
 TEST(ClaimPolicy, TableFileRoundTrip) {
   const std::string path = testing::TempDir() + "/claim-costs-test.json";
   {
