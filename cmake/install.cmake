@@ -42,3 +42,13 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/npuflowConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/npuflowConfig.cmake ${CMAKE_BINARY_DIR}/npuflowConfigVersion.cmake
         DESTINATION ${NPUFLOW_INSTALL_CMAKEDIR})
+
+# The rocket device module is GPL-3.0 (src/rocket/LICENSE.md): it is installed only on request,
+# `cmake --install <build> --component rocket`, beside the EP library where the core looks for it.
+# The wheel and the default install stay MIT.
+if(TARGET npuflow-device-rocket)
+  install(TARGETS npuflow-device-rocket LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          COMPONENT rocket EXCLUDE_FROM_ALL)
+  install(FILES ${CMAKE_SOURCE_DIR}/src/rocket/LICENSE.md DESTINATION
+          ${CMAKE_INSTALL_DATADIR}/npuflow/rocket COMPONENT rocket EXCLUDE_FROM_ALL)
+endif()

@@ -16,9 +16,14 @@ constexpr std::array kKnobs = {
              "kernel call."},
     KnobSpec{"device", "NPUFLOW_DEVICE", KnobKind::kChoice, "auto", "auto|host|sim|rocket",
              "Which device runs claimed work: host is the exact CPU reference, sim the RK3588 NPU "
-             "simulator, rocket an RK3588 board (not in this build: session creation fails). "
-             "auto picks rocket when a board is usable and built in, else host; never sim. In "
-             "the ggml backend, auto without a board leaves NPUFLOW idle (it takes no op)."},
+             "simulator, rocket the RK3588 NPU through librocketnpu (the rocketnpu knob; needs "
+             "the rocket module, libnpuflow-device-rocket.so, else session creation fails and "
+             "says why). auto picks rocket when a board is usable and the module is there, else "
+             "host; never sim. In the ggml backend, auto without a board leaves NPUFLOW idle (it "
+             "takes no op)."},
+    KnobSpec{"rocketnpu", "NPUFLOW_ROCKETNPU", KnobKind::kText, "librocketnpu.so.0", "",
+             "The librocketnpu that device=rocket drives: a soname or a path. Tests point it at "
+             "librocketnpu-sim.so, the simulator behind librocketnpu's C API."},
     KnobSpec{"qdq", "NPUFLOW_QDQ", KnobKind::kBool, "1", "",
              "Claim DequantizeLinear -> MatMul [-> QuantizeLinear] groups, dynamic int8 "
              "(DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]), MatMulInteger "

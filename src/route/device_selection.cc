@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "core/strings.h"
+#include "device/device_module.h"
 #include "host/host_device.h"
 
 namespace npuflow {
@@ -18,6 +19,7 @@ DeviceConfig device_config_from(const Knobs& knobs) {
   config.sim.fail_every = knobs.integer("sim_fail_every");
   config.sim.corrupt_every = knobs.integer("sim_corrupt_every");
   config.sim.kacc = *sim::parse_kacc_mode(knobs.text("sim_kacc"));
+  config.rocketnpu = knobs.text("rocketnpu");
   return config;
 }
 
@@ -65,18 +67,40 @@ Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe*
     return invalid_argument(str_cat("unknown device '", config.name, "'"));
   }
   const BoardProbe found = probe ? *probe : probe_board();
+  auto rocket = [&]() -> Result<std::unique_ptr<Device>> {
+    const std::string path =
+        config.rocket_module.empty() ? device_module_path("rocket") : config.rocket_module;
+    auto module = load_device_module(path);
+    if (!module.is_ok()) return module.status();
+    DeviceModuleConfig module_config;
+    module_config.library = config.rocketnpu;
+    module_config.options = config.options;
+    return module.value()->create(module_config);
+  };
   if (config.name == "rocket") {
-    // kHaveRocketDevice is false: there is no adapter to hand the board to yet.
-    return unsupported(str_cat(
-        "device=rocket: this build of npuflow has no rocket device (the librocketnpu adapter is "
-        "not implemented yet); on this machine: ",
-        found.summary(), ". Use device=sim to run on the RK3588 simulator, or host"));
+    auto device = rocket();
+    if (!device.is_ok()) {
+      return unsupported(str_cat("device=rocket: ", device.status().message(),
+                                 "; on this machine: ", found.summary(),
+                                 ". Use device=sim to run on the RK3588 simulator, or host"));
+    }
+    choice.device = std::move(device).value();
+    choice.reason = str_cat("device=rocket: ", choice.device->description());
+    return choice;
+  }
+  if (found.usable()) {
+    auto device = rocket();
+    if (device.is_ok()) {
+      choice.device = std::move(device).value();
+      choice.reason = str_cat("device=auto chose rocket: ", found.summary());
+      return choice;
+    }
+    choice.reason =
+        str_cat("device=auto chose host: ", found.summary(), ", but ", device.status().message());
+  } else {
+    choice.reason = str_cat("device=auto chose host: ", found.summary());
   }
   choice.device = std::make_unique<HostDevice>(config.options);
-  choice.reason = found.usable() && !kHaveRocketDevice
-                      ? str_cat("device=auto chose host: ", found.summary(),
-                                ", but this build has no rocket device")
-                      : str_cat("device=auto chose host: ", found.summary());
   return choice;
 }
 

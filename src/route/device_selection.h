@@ -2,10 +2,12 @@
 //
 //   host    the exact CPU reference device.
 //   sim     the RK3588 NPU simulator (src/sim/), configured by the sim_* knobs.
-//   rocket  an RK3588 board through librocketnpu. This build has no rocket device yet, so asking
-//           for it fails session creation with a message that says so (and what was found).
+//   rocket  the RK3588 NPU through librocketnpu (the `rocketnpu` knob: the board's library, or
+//           librocketnpu-sim.so in tests), driven by the rocket device module
+//           (libnpuflow-device-rocket.so, GPL-3.0, loaded at run time). Without the module or
+//           the library, session creation fails with a message that says what was missing.
 //   auto    rocket when a board is usable (/dev/accel/accel0 bound to the `rocket` driver and
-//           librocketnpu loadable) and this build has a rocket device; otherwise host. auto never
+//           librocketnpu loadable) and the rocket module loads; otherwise host. auto never
 //           picks sim: the simulator is a deliberate choice, not a stand-in for hardware.
 #pragma once
 
@@ -22,6 +24,8 @@ struct DeviceConfig {
   std::string name = "auto";  // auto | host | sim | rocket
   DeviceOptions options;
   sim::SimOptions sim;
+  std::string rocketnpu = "librocketnpu.so.0";  // the librocketnpu device=rocket drives
+  std::string rocket_module;                    // empty: device_module_path("rocket")
 };
 
 // The device-related knobs of a session.
@@ -36,9 +40,6 @@ struct BoardProbe {
   std::string summary() const;  // e.g. "no /dev/accel/accel0"
 };
 BoardProbe probe_board();
-
-// Whether this build contains a rocket device (false until the librocketnpu adapter exists).
-inline constexpr bool kHaveRocketDevice = false;
 
 struct DeviceChoice {
   std::unique_ptr<Device> device;

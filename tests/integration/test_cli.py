@@ -99,14 +99,18 @@ def test_demo_model_lets_the_cpu_ep_use_its_best_kernels(tmp_path):
     assert ops.count("QLinearMatMul") == 7 and "MatMul" not in ops
 
 
-def test_rocket_device_fails_the_cpp_session_clearly(tmp_path):
+def test_rocket_device_fails_the_cpp_session_clearly_without_librocketnpu(tmp_path):
     import os
     path = tmp_path / "one.onnx"
     onnx.save(single_group_model(QdqSpec(k=64, n=32)), str(path))
     env = dict(os.environ, NPUFLOW_DEVICE="rocket")
     result = subprocess.run([str(CLI), "explain", str(path)], capture_output=True, text=True, env=env)
     assert result.returncode != 0
-    assert "this build of npuflow has no rocket device" in result.stderr
+    module = CLI.parent.parent / "lib" / "libnpuflow-device-rocket.so"
+    missing = ("cannot open librocketnpu 'librocketnpu.so.0'" if module.exists()
+               else "cannot load device module")
+    assert f"device=rocket: {missing}" in result.stderr, result.stderr
+    assert "no /dev/accel/accel0" in result.stderr
 
 
 def test_demo_runs_on_the_simulator_with_a_profile(tmp_path):

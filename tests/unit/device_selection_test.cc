@@ -1,10 +1,12 @@
 // The `device` knob: what each choice creates, what `auto` does with and without a board, and
-// that `rocket` fails clearly in a build without a rocket device.
+// that `rocket` fails clearly without its module or library.
 #include "route/device_selection.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+
+#include "device/device_module.h"
 
 namespace npuflow {
 namespace {
@@ -46,33 +48,43 @@ TEST(DeviceSelection, AutoIsHostWithoutABoardAndNeverSim) {
   ASSERT_TRUE(chosen.is_ok());
   EXPECT_EQ(chosen.value().device->name(), "host");
   EXPECT_NE(chosen.value().reason.find("no /dev/accel/accel0"), std::string::npos);
-  // A usable board, but no rocket device in this build: still host, and it says why.
+  // A usable board, but no rocket module to drive it: still host, and it says why.
   BoardProbe board;
   board.accel_node = true;
   board.driver = "rocket";
   board.library = true;
   ASSERT_TRUE(board.usable());
+  config.rocket_module = "/nonexistent/libnpuflow-device-rocket.so";
   auto on_board = create_device(config, &board);
   ASSERT_TRUE(on_board.is_ok());
   EXPECT_EQ(on_board.value().device->name(), "host");
-  EXPECT_NE(on_board.value().reason.find("no rocket device"), std::string::npos);
+  EXPECT_NE(on_board.value().reason.find("cannot load device module"), std::string::npos)
+      << on_board.value().reason;
   BoardProbe other = board;
   other.driver = "amdxdna";
   EXPECT_FALSE(other.usable());
   EXPECT_NE(other.summary().find("'amdxdna', not the rocket driver"), std::string::npos);
 }
 
-TEST(DeviceSelection, RocketFailsClearlyWithoutARocketDevice) {
+TEST(DeviceSelection, RocketFailsClearlyWithoutTheModule) {
   DeviceConfig config;
   config.name = "rocket";
+  config.rocket_module = "/nonexistent/libnpuflow-device-rocket.so";
   BoardProbe none;
   auto chosen = create_device(config, &none);
   ASSERT_FALSE(chosen.is_ok());
   EXPECT_EQ(chosen.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(chosen.status().message().find("no rocket device"), std::string::npos);
+  EXPECT_NE(chosen.status().message().find("cannot load device module"), std::string::npos);
   EXPECT_NE(chosen.status().message().find("no /dev/accel/accel0"), std::string::npos);
   config.name = "gpu";
   EXPECT_EQ(create_device(config, &none).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceSelection, ADeviceModuleOfAnotherKindIsRefused) {
+  // A shared library that is not a device module (libc): refused by name, nothing called.
+  auto module = load_device_module("libc.so.6");
+  ASSERT_FALSE(module.is_ok());
+  EXPECT_NE(module.status().message().find("not an npuflow device module"), std::string::npos);
 }
 
 }  // namespace

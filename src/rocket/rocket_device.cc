@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "rocket/rocket_device.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/strings.h"
+
+namespace npuflow::rocket {
+namespace {
+
+// The library's alignment (rocket_matmul.h): K%32 for both; N%16 fp16, N%32 int8.
+constexpr int64_t kKMultiple = 32;
+constexpr int64_t kFp16NMultiple = 16;
+constexpr int64_t kInt8NMultiple = 32;
+constexpr int64_t kRowMultiple = 4;
+// Resident weights are planned at the library's canonical tile M (MAX_TILE).
+constexpr int kPlanRows = 256;
+
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// K x N row-major -> B[Np][Kp] row-major, zero-padded.
+template <typename T>
+std::vector<T> transpose_padded(const T* weight, int64_t k, int64_t n, int64_t kp, int64_t np) {
+  std::vector<T> b(static_cast<size_t>(kp * np), T{0});
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t col = 0; col < n; ++col) b[col * kp + kk] = weight[kk * n + col];
+  }
+  return b;
+}
+
+}  // namespace
+
+struct RocketDevice::State {
+  std::shared_ptr<RocketLibrary> library;
+  int workers = 0;
+  std::mutex mutex;  // every call on a context (librocketnpu contexts are not thread-safe)
+  rocket_ctx* fp16_ctx = nullptr;
+  rocket_i8_ctx* int8_ctx = nullptr;
+  mutable std::mutex profile_mutex;
+  std::map<std::string, int64_t> calls;     // entry point -> calls
+  std::map<std::string, int64_t> refusals;  // "entry point: status" -> count
+  int64_t resident_bytes = 0;
+
+  ~State() {
+    if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
+    if (int8_ctx != nullptr) library->i8_ctx_free(int8_ctx);
+  }
+
+  void count(const char* entry) {
+    std::lock_guard<std::mutex> lock(profile_mutex);
+    calls[entry]++;
+  }
+  Status refuse(const char* entry, int code, const std::string& what) {
+    Status status = rocket_status(code, what);
+    if (library->sim_last_error != nullptr) {
+      const char* why = library->sim_last_error();
+      if (why != nullptr && *why != 0)
+        status = Status(status.code(), str_cat(status.message(), ": ", why));
+    }
+    std::lock_guard<std::mutex> lock(profile_mutex);
+    refusals[str_cat(entry, " ", code)]++;
+    return status;
+  }
+
+  // Creates the context on first use (`create_entry`), then packs one weight on it
+  // (`pack_entry`), under the context lock. `pack` returns the library's handle or null.
+  template <typename Ctx, typename Handle, typename Create, typename Pack>
+  Status pack_resident(Ctx*& ctx, const char* create_entry, Create&& create, const char* pack_entry,
+                       Handle*& handle, Pack&& pack, const std::string& shape) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ctx == nullptr) {
+      count(create_entry);
+      ctx = create(workers);
+      if (ctx == nullptr) return refuse(create_entry, ROCKET_E_DEVICE, create_entry);
+    }
+    count(pack_entry);
+    handle = pack(ctx);
+    if (handle == nullptr) {
+      return refuse(pack_entry, ROCKET_E_SHAPE, str_cat(pack_entry, " of a ", shape, " weight"));
+    }
+    return Status::ok();
+  }
+
+  void add_resident(size_t bytes) {
+    std::lock_guard<std::mutex> lock(profile_mutex);
+    resident_bytes += static_cast<int64_t>(bytes);
+  }
+};
+
+namespace {
+
+class RocketWeight final : public PackedWeight {
+ public:
+  RocketWeight(int64_t k, int64_t n, ElementType type, int64_t kp, int64_t np,
+               std::shared_ptr<RocketDevice::State> state)
+      : PackedWeight(k, n, type), kp(kp), np(np), state(std::move(state)) {}
+  ~RocketWeight() override {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (fp16 != nullptr) state->library->weights_free(state->fp16_ctx, fp16);
+    if (int8 != nullptr) state->library->i8_weights_free(state->int8_ctx, int8);
+    std::lock_guard<std::mutex> profile(state->profile_mutex);
+    state->resident_bytes -= static_cast<int64_t>(bytes);
+  }
+  size_t resident_bytes() const override { return bytes; }
+
+  int64_t kp, np;
+  std::shared_ptr<RocketDevice::State> state;
+  rocket_weights* fp16 = nullptr;
+  rocket_i8_weights* int8 = nullptr;
+  std::vector<int64_t> column_sums;  // int8: for uint8 activations
+  size_t bytes = 0;
+};
+
+const RocketWeight* as_rocket(const PackedWeight& weight, ElementType type) {
+  const auto* rocket = dynamic_cast<const RocketWeight*>(&weight);
+  return rocket != nullptr && rocket->type() == type ? rocket : nullptr;
+}
+
+}  // namespace
+
+RocketDevice::RocketDevice(std::shared_ptr<RocketLibrary> library, int workers)
+    : state_(std::make_shared<State>()) {
+  state_->library = std::move(library);
+  state_->workers = workers;
+}
+
+RocketDevice::~RocketDevice() = default;
+
+std::string RocketDevice::description() const {
+  return str_cat("RK3588 NPU through librocketnpu (", state_->library->path, "), ",
+                 state_->workers > 0 ? str_cat(state_->workers, " worker fds")
+                                     : std::string("the library's worker count"));
+}
+
+int64_t RocketDevice::row_multiple(ElementType) const {
+  return kRowMultiple;
+}
+
+int64_t RocketDevice::resident_min_rows(ElementType operand) const {
+  return operand == ElementType::kFloat16 ? kPlanRows : 1;
+}
+
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_int8_weight(const int8_t* weight,
+                                                                     int64_t k, int64_t n) {
+  if (k <= 0 || n <= 0) return invalid_argument(str_cat("weight shape ", k, "x", n, " is empty"));
+  const int64_t kp = round_up(k, kKMultiple), np = round_up(n, kInt8NMultiple);
+  auto packed = std::make_unique<RocketWeight>(k, n, ElementType::kInt8, kp, np, state_);
+  packed->column_sums.assign(static_cast<size_t>(n), 0);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t col = 0; col < n; ++col) packed->column_sums[col] += weight[kk * n + col];
+  }
+  const std::vector<int8_t> b = transpose_padded(weight, k, n, kp, np);
+  const RocketLibrary& lib = *state_->library;
+  NPUFLOW_RETURN_IF_ERROR(state_->pack_resident(
+      state_->int8_ctx, "rocket_i8_ctx_create", lib.i8_ctx_create, "rocket_i8_weights_pack",
+      packed->int8,
+      [&](rocket_i8_ctx* ctx) {
+        return lib.i8_weights_pack(ctx, kPlanRows, static_cast<int>(kp), static_cast<int>(np),
+                                   b.data());
+      },
+      str_cat(kp, "x", np)));
+  packed->bytes = lib.i8_weights_bytes(packed->int8);
+  state_->add_resident(packed->bytes);
+  return std::unique_ptr<PackedWeight>(std::move(packed));
+}
+
+Status RocketDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& pw,
+                               int32_t* c, const ExecContext&) {
+  const RocketWeight* w = as_rocket(pw, ElementType::kInt8);
+  if (w == nullptr) return invalid_argument("gemm_int8 needs an int8 weight packed by rocket");
+  if (a_type != ElementType::kInt8 && a_type != ElementType::kUInt8) {
+    return invalid_argument("gemm_int8 takes int8 or uint8 activations");
+  }
+  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
+  const bool shifted = a_type == ElementType::kUInt8;
+  std::vector<int8_t> staged(static_cast<size_t>(m * kp), 0);
+  for (int64_t row = 0; row < m; ++row) {
+    int8_t* dst = staged.data() + row * kp;
+    if (shifted) {
+      const uint8_t* src = static_cast<const uint8_t*>(a) + row * k;
+      for (int64_t kk = 0; kk < k; ++kk) dst[kk] = static_cast<int8_t>(src[kk] - 128);
+    } else {
+      std::memcpy(dst, static_cast<const int8_t*>(a) + row * k, static_cast<size_t>(k));
+    }
+  }
+  std::vector<int32_t> out(static_cast<size_t>(m * np));
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->count("rocket_matmul_int8_prepacked");
+    code = state_->library->matmul_int8_prepacked(state_->int8_ctx, static_cast<int>(m),
+                                                  static_cast<int>(kp), static_cast<int>(np),
+                                                  staged.data(), out.data(), w->int8);
+  }
+  if (code != ROCKET_OK) {
+    return state_->refuse("rocket_matmul_int8_prepacked", code,
+                          str_cat("rocket_matmul_int8_prepacked at ", m, "x", kp, "x", np));
+  }
+  for (int64_t row = 0; row < m; ++row) {
+    for (int64_t col = 0; col < n; ++col) {
+      int64_t value = out[static_cast<size_t>(row * np + col)];
+      if (shifted) value += 128 * w->column_sums[static_cast<size_t>(col)];
+      c[row * n + col] = static_cast<int32_t>(value);
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_float_weight(const float*, int64_t,
+                                                                      int64_t) {
+  return unsupported("the RK3588 NPU has no fp32 matmul (float work is packed as fp16)");
+}
+
+Status RocketDevice::gemm_float(const float*, int64_t, const PackedWeight&, float*,
+                                const ExecContext&) {
+  return unsupported("the RK3588 NPU has no fp32 matmul (float work is packed as fp16)");
+}
+
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_fp16_weight(const uint16_t* weight,
+                                                                     int64_t k, int64_t n) {
+  if (k <= 0 || n <= 0) return invalid_argument(str_cat("weight shape ", k, "x", n, " is empty"));
+  const int64_t kp = round_up(k, kKMultiple), np = round_up(n, kFp16NMultiple);
+  auto packed = std::make_unique<RocketWeight>(k, n, ElementType::kFloat16, kp, np, state_);
+  const std::vector<uint16_t> b = transpose_padded(weight, k, n, kp, np);
+  const RocketLibrary& lib = *state_->library;
+  NPUFLOW_RETURN_IF_ERROR(state_->pack_resident(
+      state_->fp16_ctx, "rocket_ctx_create", lib.ctx_create, "rocket_weights_pack", packed->fp16,
+      [&](rocket_ctx* ctx) {
+        return lib.weights_pack(ctx, kPlanRows, static_cast<int>(kp), static_cast<int>(np),
+                                reinterpret_cast<const _Float16*>(b.data()));
+      },
+      str_cat(kp, "x", np)));
+  packed->bytes = static_cast<size_t>(kp * np) * sizeof(uint16_t);
+  state_->add_resident(packed->bytes);
+  return std::unique_ptr<PackedWeight>(std::move(packed));
+}
+
+Status RocketDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& pw, void* c,
+                               ElementType c_type, const ExecContext&) {
+  const RocketWeight* w = as_rocket(pw, ElementType::kFloat16);
+  if (w == nullptr) return invalid_argument("gemm_fp16 needs an fp16 weight packed by rocket");
+  if (c_type != ElementType::kFloat16 && c_type != ElementType::kFloat32) {
+    return invalid_argument("gemm_fp16 writes float16 or float32");
+  }
+  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
+  std::vector<uint16_t> staged(static_cast<size_t>(m * kp), 0);
+  for (int64_t row = 0; row < m; ++row) {
+    std::memcpy(staged.data() + row * kp, a + row * k, static_cast<size_t>(k) * sizeof(uint16_t));
+  }
+  std::vector<uint16_t> out(static_cast<size_t>(m * np));
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->count("rocket_matmul_fp16_prepacked");
+    code = state_->library->matmul_fp16_prepacked(state_->fp16_ctx, static_cast<int>(m),
+                                                  static_cast<int>(kp), static_cast<int>(np),
+                                                  reinterpret_cast<const _Float16*>(staged.data()),
+                                                  reinterpret_cast<_Float16*>(out.data()), w->fp16);
+  }
+  if (code != ROCKET_OK) {
+    return state_->refuse("rocket_matmul_fp16_prepacked", code,
+                          str_cat("rocket_matmul_fp16_prepacked at ", m, "x", kp, "x", np));
+  }
+  for (int64_t row = 0; row < m; ++row) {
+    const uint16_t* src = out.data() + row * np;
+    if (c_type == ElementType::kFloat16) {
+      std::memcpy(static_cast<uint16_t*>(c) + row * n, src, static_cast<size_t>(n) * 2);
+    } else {
+      float* dst = static_cast<float*>(c) + row * n;
+      for (int64_t col = 0; col < n; ++col) dst[col] = half_bits_to_float(src[col]);
+    }
+  }
+  return Status::ok();
+}
+
+std::string RocketDevice::profile_report() const {
+  std::lock_guard<std::mutex> lock(state_->profile_mutex);
+  std::string report = str_cat("rocket: ", state_->library->path, ", ", state_->resident_bytes,
+                               " resident weight bytes\n");
+  for (const auto& [entry, count] : state_->calls) {
+    report = str_cat(report, "rocket: ", entry, " calls=", count, "\n");
+  }
+  for (const auto& [entry, count] : state_->refusals) {
+    report = str_cat(report, "rocket: refused ", entry, " x", count, "\n");
+  }
+  return report;
+}
+
+}  // namespace npuflow::rocket

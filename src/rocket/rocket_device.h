@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The `rocket` device: the RK3588 NPU through librocketnpu's C API (rocket_library.h). The same
+// code drives a board's librocketnpu.so.0 and, in tests, librocketnpu-sim.so.
+//
+// What the adapter does that the library leaves to its caller (reference/rk3588-npu.md §1):
+// - Weights: K x N row-major weights are transposed into the library's B[N][K] and zero-padded
+//   to its alignment (fp16: K%32, N%16; int8: K%32, N%32), exact for every dtype; outputs are
+//   cropped back to N.
+// - uint8 activations: the NPU multiplies int8 only; a_u8 - 128 is fed and 128 x column_sum(w)
+//   added back (exact, the sums made at pack).
+// - Rows: M % 4 is the caller's (row_multiple() says 4); the library refuses other M.
+// - fp16 resident weights are planned at M = 256 (resident_min_rows); a call whose M plans
+//   another tiling gets ROCKET_E_TILING and runs on the host.
+// - fp32 results of an fp16 GEMM: the resident path writes fp16, widened here.
+// - Contexts are not thread-safe: every call on one takes the device's lock (one context drives
+//   all NPU cores, so nothing is lost).
+// - Return codes: -1 shape, -2 tiling, -5 unsupported -> kUnsupported; -3 -> kResourceExhausted;
+//   -4 -> kDeviceFailure. Every refusal or failure makes the caller run the host reference.
+// int4 and group-wise GEMMs are not adapted yet: they are refused, and run on the host.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "device/device.h"
+#include "rocket/rocket_library.h"
+
+namespace npuflow::rocket {
+
+class RocketDevice final : public Device {
+ public:
+  RocketDevice(std::shared_ptr<RocketLibrary> library, int workers);
+  ~RocketDevice() override;
+
+  std::string_view name() const override { return "rocket"; }
+  std::string description() const override;
+
+  Result<std::unique_ptr<PackedWeight>> pack_int8_weight(const int8_t* weight, int64_t k,
+                                                         int64_t n) override;
+  Status gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w, int32_t* c,
+                   const ExecContext& context) override;
+  Result<std::unique_ptr<PackedWeight>> pack_float_weight(const float* weight, int64_t k,
+                                                          int64_t n) override;
+  Status gemm_float(const float* a, int64_t m, const PackedWeight& w, float* c,
+                    const ExecContext& context) override;
+
+  int64_t row_multiple(ElementType operand) const override;
+  int64_t resident_min_rows(ElementType operand) const override;
+  ElementType float_compute_type() const override { return ElementType::kFloat16; }
+
+  Result<std::unique_ptr<PackedWeight>> pack_fp16_weight(const uint16_t* weight, int64_t k,
+                                                         int64_t n) override;
+  Status gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c, ElementType c_type,
+                   const ExecContext& context) override;
+
+  // Calls per librocketnpu entry point, refusals and failures by return code.
+  std::string profile_report() const override;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace npuflow::rocket

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "rocket/rocket_library.h"
+
+#include <dlfcn.h>
+
+#include "core/strings.h"
+
+namespace npuflow::rocket {
+
+RocketLibrary::~RocketLibrary() {
+  if (handle != nullptr) dlclose(handle);
+}
+
+namespace {
+
+template <typename Fn>
+bool resolve(void* handle, const char* name, Fn& fn, std::string& missing) {
+  fn = reinterpret_cast<Fn>(dlsym(handle, name));
+  if (fn == nullptr) missing = str_cat(missing, missing.empty() ? "" : ", ", name);
+  return fn != nullptr;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& path) {
+  auto library = std::make_shared<RocketLibrary>();
+  library->path = path;
+  library->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library->handle == nullptr) {
+    const char* why = dlerror();
+    return unsupported(str_cat("cannot open librocketnpu '", path, "': ", why ? why : "?"));
+  }
+  void* h = library->handle;
+  std::string missing;
+  resolve(h, "rocket_ctx_create", library->ctx_create, missing);
+  resolve(h, "rocket_ctx_free", library->ctx_free, missing);
+  resolve(h, "rocket_weights_pack", library->weights_pack, missing);
+  resolve(h, "rocket_weights_free", library->weights_free, missing);
+  resolve(h, "rocket_matmul_fp16_prepacked", library->matmul_fp16_prepacked, missing);
+  resolve(h, "rocket_i8_ctx_create", library->i8_ctx_create, missing);
+  resolve(h, "rocket_i8_ctx_free", library->i8_ctx_free, missing);
+  resolve(h, "rocket_i8_weights_pack", library->i8_weights_pack, missing);
+  resolve(h, "rocket_i8_weights_free", library->i8_weights_free, missing);
+  resolve(h, "rocket_i8_weights_bytes", library->i8_weights_bytes, missing);
+  resolve(h, "rocket_matmul_int8_prepacked", library->matmul_int8_prepacked, missing);
+  if (!missing.empty()) {
+    return unsupported(str_cat("librocketnpu '", path, "' lacks ", missing,
+                               " (npuflow needs the resident fp16 and int8 matmul API of "
+                               "rocket-userspace e067786 or later)"));
+  }
+  std::string optional;
+  resolve(h, "rocketsim_last_error", library->sim_last_error, optional);
+  return library;
+}
+
+Status rocket_status(int code, const std::string& what) {
+  switch (code) {
+    case ROCKET_OK:
+      return Status::ok();
+    case ROCKET_E_SHAPE:
+      return unsupported(str_cat("ROCKET_E_SHAPE from ", what));
+    case ROCKET_E_TILING:
+      return unsupported(str_cat("ROCKET_E_TILING from ", what));
+    case ROCKET_E_UNSUPPORTED:
+      return unsupported(str_cat("ROCKET_E_UNSUPPORTED from ", what));
+    case ROCKET_E_NOMEM:
+      return Status(StatusCode::kResourceExhausted, str_cat("ROCKET_E_NOMEM from ", what));
+    case ROCKET_E_DEVICE:
+      return Status(StatusCode::kDeviceFailure, str_cat("ROCKET_E_DEVICE from ", what));
+    default:
+      return Status(StatusCode::kDeviceFailure, str_cat("return code ", code, " from ", what));
+  }
+}
+
+}  // namespace npuflow::rocket

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// librocketnpu's entry points that the rocket device calls, resolved from a library opened at run
+// time: the board's librocketnpu.so.0, or librocketnpu-sim.so in tests (the `rocketnpu` knob).
+// Each pointer has the type of the vendor header's declaration, so a signature change there
+// fails this build rather than a board run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+
+// The vendor headers take fp16 operands as _Float16; a compiler without it gets 16-bit storage.
+#if !defined(__FLT16_MAX__) && !defined(ROCKET_FLOAT16_T)
+#define ROCKET_FLOAT16_T uint16_t
+#endif
+#include <rocket_matmul.h>
+#include <rocket_npu.h>
+
+namespace npuflow::rocket {
+
+struct RocketLibrary {
+  std::string path;
+  void* handle = nullptr;
+
+  // Resident fp16 weights (rocket_matmul.h: "resident weights").
+  decltype(&rocket_ctx_create) ctx_create = nullptr;
+  decltype(&rocket_ctx_free) ctx_free = nullptr;
+  decltype(&rocket_weights_pack) weights_pack = nullptr;
+  decltype(&rocket_weights_free) weights_free = nullptr;
+  decltype(&rocket_matmul_fp16_prepacked) matmul_fp16_prepacked = nullptr;
+  // Resident int8 weights (W8A8).
+  decltype(&rocket_i8_ctx_create) i8_ctx_create = nullptr;
+  decltype(&rocket_i8_ctx_free) i8_ctx_free = nullptr;
+  decltype(&rocket_i8_weights_pack) i8_weights_pack = nullptr;
+  decltype(&rocket_i8_weights_free) i8_weights_free = nullptr;
+  decltype(&rocket_i8_weights_bytes) i8_weights_bytes = nullptr;
+  decltype(&rocket_matmul_int8_prepacked) matmul_int8_prepacked = nullptr;
+
+  // librocketnpu-sim only (null on the real library): why the last call on this thread failed.
+  const char* (*sim_last_error)() = nullptr;
+
+  ~RocketLibrary();
+
+  // Opens `path` (a path or a soname) and resolves every entry point above, or says which one
+  // is missing.
+  static Result<std::shared_ptr<RocketLibrary>> open(const std::string& path);
+};
+
+// A librocketnpu return code as a Status: shape, tiling and unsupported refusals are
+// kUnsupported (the caller runs the host), NOMEM kResourceExhausted, anything else
+// kDeviceFailure.
+Status rocket_status(int code, const std::string& what);
+
+}  // namespace npuflow::rocket

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The rocket device module driving librocketnpu-sim.so through librocketnpu's C API: the adapter
+// code a board runs, checked off-board. int8 must equal the exact host result and fp16 the sim
+// device's bit for bit (the same simulator, reached through the library boundary), at shapes the
+// library takes only after the adapter's padding; refusals, injected failures, concurrent callers
+// and weight lifetimes must behave as the adapter documents.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/fp16.h"
+#include "device/device_module.h"
+#include "host/host_device.h"
+#include "route/device_selection.h"
+#include "sim/sim_device.h"
+
+namespace npuflow {
+namespace {
+
+std::unique_ptr<Device> rocket_on_sim() {
+  DeviceConfig config;
+  config.name = "rocket";
+  config.rocket_module = NPUFLOW_ROCKET_MODULE;
+  config.rocketnpu = NPUFLOW_ROCKETNPU_SIM;
+  BoardProbe none;
+  auto chosen = create_device(config, &none);
+  EXPECT_TRUE(chosen.is_ok()) << chosen.status().to_string();
+  if (!chosen.is_ok()) return nullptr;
+  EXPECT_NE(chosen.value().reason.find(NPUFLOW_ROCKETNPU_SIM), std::string::npos);
+  return std::move(chosen.value().device);
+}
+
+template <typename T>
+std::vector<T> random_values(size_t count, int lo, int hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<T> values(count);
+  for (T& v : values) v = static_cast<T>(dist(rng));
+  return values;
+}
+
+std::vector<uint16_t> random_halves(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> values(count);
+  for (uint16_t& v : values) v = float_to_half_bits(dist(rng));
+  return values;
+}
+
+TEST(RocketDevice, IsCreatedThroughItsModuleOnTheSimLibrary) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->name(), "rocket");
+  EXPECT_EQ(device->row_multiple(ElementType::kInt8), 4);
+  EXPECT_EQ(device->float_compute_type(), ElementType::kFloat16);
+}
+
+TEST(RocketDevice, AMissingLibraryIsASessionErrorThatNamesIt) {
+  DeviceConfig config;
+  config.name = "rocket";
+  config.rocket_module = NPUFLOW_ROCKET_MODULE;
+  config.rocketnpu = "/nonexistent/librocketnpu.so.0";
+  BoardProbe none;
+  auto chosen = create_device(config, &none);
+  ASSERT_FALSE(chosen.is_ok());
+  EXPECT_NE(chosen.status().message().find("cannot open librocketnpu '/nonexistent"),
+            std::string::npos)
+      << chosen.status().message();
+  // A library without the entry points (libc) is refused with the missing names.
+  config.rocketnpu = "libc.so.6";
+  auto lacking = create_device(config, &none);
+  ASSERT_FALSE(lacking.is_ok());
+  EXPECT_NE(lacking.status().message().find("lacks rocket_ctx_create"), std::string::npos);
+}
+
+TEST(RocketDevice, Int8GemmsAreExactAtUnalignedShapesBothActivationTypes) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  HostDevice host{DeviceOptions{}};
+  uint32_t seed = 1;
+  for (int64_t k : {32, 70, 300}) {
+    for (int64_t n : {32, 50, 97}) {
+      const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -128, 127, seed++);
+      auto packed = device->pack_int8_weight(w.data(), k, n);
+      ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+      auto reference = host.pack_int8_weight(w.data(), k, n);
+      ASSERT_TRUE(reference.is_ok());
+      for (int64_t m : {4, 12, 260}) {
+        for (ElementType type : {ElementType::kInt8, ElementType::kUInt8}) {
+          // Bytes: read as int8 or as uint8 by `type`.
+          const auto a = random_values<uint8_t>(static_cast<size_t>(m * k), 0, 255, seed++);
+          std::vector<int32_t> got(static_cast<size_t>(m * n)), want(got.size());
+          ASSERT_TRUE(
+              device->gemm_int8(a.data(), type, m, *packed.value(), got.data(), {}).is_ok());
+          ASSERT_TRUE(
+              host.gemm_int8(a.data(), type, m, *reference.value(), want.data(), {}).is_ok());
+          ASSERT_EQ(got, want) << "m=" << m << " k=" << k << " n=" << n
+                               << (type == ElementType::kUInt8 ? " uint8" : " int8");
+        }
+      }
+    }
+  }
+  EXPECT_NE(device->profile_report().find("rocket_matmul_int8_prepacked calls=54"),
+            std::string::npos)
+      << device->profile_report();
+}
+
+TEST(RocketDevice, Fp16GemmsMatchTheSimDeviceBitForBit) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  sim::SimDevice sim;  // the same simulator, called directly; it pads weights itself
+  HostDevice host{DeviceOptions{}};
+  uint32_t seed = 100;
+  for (int64_t k : {64, 200, 1000}) {
+    for (int64_t n : {16, 50, 200}) {
+      const auto w = random_halves(static_cast<size_t>(k * n), seed++);
+      auto packed = device->pack_fp16_weight(w.data(), k, n);
+      ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+      auto sim_packed = sim.pack_fp16_weight(w.data(), k, n);
+      ASSERT_TRUE(sim_packed.is_ok());
+      auto host_packed = host.pack_fp16_weight(w.data(), k, n);
+      ASSERT_TRUE(host_packed.is_ok());
+      const int64_t m = 256;
+      const auto a = random_halves(static_cast<size_t>(m * k), seed++);
+      std::vector<uint16_t> got(static_cast<size_t>(m * n)), want(got.size());
+      ASSERT_TRUE(
+          device->gemm_fp16(a.data(), m, *packed.value(), got.data(), ElementType::kFloat16, {})
+              .is_ok());
+      ASSERT_TRUE(
+          sim.gemm_fp16(a.data(), m, *sim_packed.value(), want.data(), ElementType::kFloat16, {})
+              .is_ok());
+      ASSERT_EQ(got, want) << "m=" << m << " k=" << k << " n=" << n;
+      // fp32 results: the resident path's fp16, widened.
+      std::vector<float> wide(got.size()), exact(got.size());
+      ASSERT_TRUE(
+          device->gemm_fp16(a.data(), m, *packed.value(), wide.data(), ElementType::kFloat32, {})
+              .is_ok());
+      ASSERT_TRUE(
+          host.gemm_fp16(a.data(), m, *host_packed.value(), exact.data(), ElementType::kFloat32, {})
+              .is_ok());
+      double error = 0, norm = 0;
+      for (size_t i = 0; i < wide.size(); ++i) {
+        ASSERT_EQ(wide[i], half_bits_to_float(got[i]));
+        error += (wide[i] - exact[i]) * (wide[i] - exact[i]);
+        norm += exact[i] * exact[i];
+      }
+      EXPECT_LT(std::sqrt(error / norm), 2e-3) << "k=" << k << " n=" << n;
+    }
+  }
+}
+
+TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  const auto w = random_values<int8_t>(64 * 32, -128, 127, 7);
+  auto packed = device->pack_int8_weight(w.data(), 64, 32);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int8_t> a(6 * 64, 1);
+  std::vector<int32_t> c(6 * 32);
+  Status rows = device->gemm_int8(a.data(), ElementType::kInt8, 6, *packed.value(), c.data(), {});
+  EXPECT_EQ(rows.code(), StatusCode::kUnsupported);
+  EXPECT_NE(rows.message().find("ROCKET_E_SHAPE"), std::string::npos) << rows.message();
+  // fp16 resident weights serve the M they were planned for; another tiling is ROCKET_E_TILING.
+  const auto h = random_halves(1024 * 64, 8);
+  auto fp16 = device->pack_fp16_weight(h.data(), 1024, 64);
+  ASSERT_TRUE(fp16.is_ok());
+  std::vector<uint16_t> x(8 * 1024, 0), y(8 * 64);
+  Status tiling =
+      device->gemm_fp16(x.data(), 8, *fp16.value(), y.data(), ElementType::kFloat16, {});
+  EXPECT_EQ(tiling.code(), StatusCode::kUnsupported);
+  EXPECT_NE(tiling.message().find("ROCKET_E_TILING"), std::string::npos) << tiling.message();
+  EXPECT_NE(device->profile_report().find("refused rocket_matmul_int8_prepacked -1"),
+            std::string::npos);
+  // No fp32 matmul on the NPU.
+  float f[32 * 32] = {};
+  EXPECT_EQ(device->pack_float_weight(f, 32, 32).status().code(), StatusCode::kUnsupported);
+}
+
+TEST(RocketDevice, InjectedSubmitFailuresAreDeviceFailures) {
+  setenv("ROCKETSIM_FAIL_EVERY", "3", 1);
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  const auto w = random_values<int8_t>(32 * 32, -128, 127, 9);
+  auto packed = device->pack_int8_weight(w.data(), 32, 32);  // the context reads it here
+  unsetenv("ROCKETSIM_FAIL_EVERY");
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int8_t> a(4 * 32, 3);
+  std::vector<int32_t> c(4 * 32);
+  std::vector<StatusCode> codes;
+  for (int call = 0; call < 6; ++call) {
+    codes.push_back(
+        device->gemm_int8(a.data(), ElementType::kInt8, 4, *packed.value(), c.data(), {}).code());
+  }
+  const std::vector<StatusCode> want = {
+      StatusCode::kOk, StatusCode::kOk, StatusCode::kDeviceFailure,
+      StatusCode::kOk, StatusCode::kOk, StatusCode::kDeviceFailure};
+  EXPECT_EQ(codes, want);
+}
+
+TEST(RocketDevice, ConcurrentCallersShareOneContextSafely) {
+  // librocketnpu contexts are not thread-safe; the sim library fails a call that overlaps
+  // another on its context, so any overlap the adapter let through shows here.
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  HostDevice host{DeviceOptions{}};
+  const int64_t k = 512, n = 256, m = 64;
+  const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -128, 127, 11);
+  auto packed = device->pack_int8_weight(w.data(), k, n);
+  auto reference = host.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok() && reference.is_ok());
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 25; ++call) {
+        const auto a = random_values<int8_t>(static_cast<size_t>(m * k), -128, 127,
+                                             static_cast<uint32_t>(1000 + t * 100 + call));
+        std::vector<int32_t> got(static_cast<size_t>(m * n)), want(got.size());
+        Status status =
+            device->gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), got.data(), {});
+        (void)host.gemm_int8(a.data(), ElementType::kInt8, m, *reference.value(), want.data(), {});
+        if (!status.is_ok() || got != want) wrong[t]++;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
+TEST(RocketDevice, FreedWeightsLeaveNoResidentBytes) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  {
+    const auto w = random_values<int8_t>(64 * 64, -128, 127, 12);
+    const auto h = random_halves(64 * 64, 13);
+    auto a = device->pack_int8_weight(w.data(), 64, 64);
+    auto b = device->pack_fp16_weight(h.data(), 64, 64);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(device->profile_report().find(", 0 resident weight bytes"), std::string::npos);
+  }
+  EXPECT_NE(device->profile_report().find(", 0 resident weight bytes"), std::string::npos)
+      << device->profile_report();
+}
+
+}  // namespace
+}  // namespace npuflow
