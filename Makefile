@@ -83,7 +83,8 @@ $(TSAN_DIR)/build.ninja:
 	  -DNPUFLOW_SANITIZE=thread -DNPUFLOW_GGML=OFF $(CMAKE_FLAGS)
 
 build-tsan: setup $(TSAN_DIR)/build.ninja
-	cmake --build $(TSAN_DIR) -j $(JOBS) --target onnxruntime_npuflow npuflow_session_threads
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target onnxruntime_npuflow npuflow_session_threads \
+	  npuflow_rocket_libraries
 
 test-tsan: build-tsan
 	tests/tsan/run.sh $(TSAN_DIR) $(TSAN_RUNS)
