@@ -186,7 +186,7 @@ struct HostDevice::Impl {
   Status run(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
              ElementType c_type, const RawSink& sink, const ExecContext& context) {
     const auto* weight = dynamic_cast<const OneDnnWeight*>(&w);
-    if (weight == nullptr) return internal_error("weight was not packed by the host device");
+    if (weight == nullptr) return invalid_argument("weight was not packed by the host device");
     if (m < 0) return invalid_argument(str_cat("row count ", m, " is negative"));
     if (m == 0) return Status::ok();
     const auto& blocks = weight->blocks();

@@ -1,0 +1,275 @@
+// The device conformance suite (after IREE's CTS): one set of tests over the Device interface,
+// run on every device this build can reach: host, sim, rocket on librocketnpu-sim (when the
+// rocket module is built) and rocket on the board's librocketnpu (when a board is usable). Each
+// primitive at a grid of shapes around the RK3588 contract's edges (K and N at, below and above
+// their multiples, M at the device's row multiple and resident plan), every operand type, refusal
+// semantics (a refusal is kUnsupported, never a wrong answer), foreign weights, and 4 threads on
+// one device. An optional primitive a device does not offer must refuse; one it offers must be
+// exact (integers) or within the fp16 bound. Opt-outs are explicit and say why: a target this
+// machine cannot reach skips with the reason (no board: the probe's summary). What only some
+// devices can be told to do (injected failures, a small IOVA window) is tested per device:
+// tests/unit/sim_*_test.cc and tests/rocket/.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/strings.h"
+#include "host/host_device.h"
+#include "route/device_selection.h"
+#include "sim/sim_device.h"
+
+namespace npuflow {
+namespace {
+
+// The device for a target, or why this machine cannot run it (the test then skips, saying so).
+Result<std::unique_ptr<Device>> make_device(const std::string& name) {
+  if (name == "host") return std::unique_ptr<Device>(std::make_unique<HostDevice>(DeviceOptions{}));
+  if (name == "sim") return std::unique_ptr<Device>(std::make_unique<sim::SimDevice>());
+  DeviceConfig config;
+  config.name = "rocket";
+  if (name == "rocket_sim") {
+#if defined(NPUFLOW_ROCKET_MODULE)
+    config.rocket_module = NPUFLOW_ROCKET_MODULE;
+    config.rocketnpu = NPUFLOW_ROCKETNPU_SIM;
+#else
+    return unsupported("this build has no rocket module (no librocketnpu headers at configure)");
+#endif
+  } else {
+    const BoardProbe probe = probe_board();
+    if (!probe.usable()) return unsupported(str_cat("no board: ", probe.summary()));
+#if defined(NPUFLOW_ROCKET_MODULE)
+    config.rocket_module = NPUFLOW_ROCKET_MODULE;
+#endif
+  }
+  auto chosen = create_device(config);
+  if (!chosen.is_ok()) return chosen.status();
+  return std::move(chosen.value().device);
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto device = make_device(GetParam());
+    if (!device.is_ok()) GTEST_SKIP() << GetParam() << ": " << device.status().message();
+    device_ = std::move(device).value();
+  }
+  // Rows a call may have: m rounded up to the device's multiple (callers pad).
+  int64_t rows(int64_t m, ElementType operand) const {
+    const int64_t multiple = device_->row_multiple(operand);
+    return std::max((m + multiple - 1) / multiple * multiple, device_->resident_min_rows(operand));
+  }
+  std::unique_ptr<Device> device_;
+};
+
+template <typename T>
+std::vector<T> random_ints(size_t count, int lo, int hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<T> values(count);
+  for (T& v : values) v = static_cast<T>(dist(rng));
+  return values;
+}
+
+std::vector<uint16_t> random_halves(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> values(count);
+  for (uint16_t& v : values) v = float_to_half_bits(dist(rng));
+  return values;
+}
+
+// The definition: int64 sums of a[m][k] * w[k][n], a read as int8 or uint8.
+std::vector<int32_t> integer_reference(const uint8_t* a, bool a_signed, const int8_t* w, int64_t m,
+                                       int64_t k, int64_t n) {
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t col = 0; col < n; ++col) {
+      int64_t sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t x = a_signed ? static_cast<int8_t>(a[r * k + kk]) : a[r * k + kk];
+        sum += x * w[kk * n + col];
+      }
+      c[static_cast<size_t>(r * n + col)] = static_cast<int32_t>(sum);
+    }
+  }
+  return c;
+}
+
+// K and N at, below and above the contract's multiples (32; 16 and 32 for N), and larger.
+constexpr int64_t kKs[] = {1, 31, 32, 33, 96, 300};
+constexpr int64_t kNs[] = {1, 15, 16, 17, 32, 33, 100};
+
+TEST_P(Conformance, Int8GemmIsExactOverTheShapeGrid) {
+  uint32_t seed = 1;
+  for (int64_t k : kKs) {
+    for (int64_t n : kNs) {
+      const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, seed++);
+      auto packed = device_->pack_int8_weight(w.data(), k, n);
+      ASSERT_TRUE(packed.is_ok()) << k << "x" << n << ": " << packed.status().to_string();
+      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{64}}) {
+        const int64_t mp = rows(m, ElementType::kInt8);
+        for (bool a_signed : {true, false}) {
+          const auto a = random_ints<uint8_t>(static_cast<size_t>(mp * k), 0, 255, seed++);
+          std::vector<int32_t> c(static_cast<size_t>(mp * n));
+          const ElementType type = a_signed ? ElementType::kInt8 : ElementType::kUInt8;
+          Status status = device_->gemm_int8(a.data(), type, mp, *packed.value(), c.data(), {});
+          ASSERT_TRUE(status.is_ok())
+              << "m=" << mp << " k=" << k << " n=" << n << ": " << status.to_string();
+          ASSERT_EQ(c, integer_reference(a.data(), a_signed, w.data(), mp, k, n))
+              << "m=" << mp << " k=" << k << " n=" << n << (a_signed ? " int8" : " uint8");
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, Fp16GemmIsWithinTheFp16Bound) {
+  uint32_t seed = 100;
+  for (int64_t k : {32, 200, 1024}) {
+    for (int64_t n : {16, 50, 256}) {
+      const auto w = random_halves(static_cast<size_t>(k * n), seed++);
+      auto packed = device_->pack_fp16_weight(w.data(), k, n);
+      if (!packed.is_ok()) {
+        ASSERT_EQ(packed.status().code(), StatusCode::kUnsupported);
+        GTEST_SKIP() << GetParam() << " offers no fp16 GEMM: " << packed.status().message();
+      }
+      const int64_t m = rows(8, ElementType::kFloat16);
+      const auto a = random_halves(static_cast<size_t>(m * k), seed++);
+      for (ElementType c_type : {ElementType::kFloat16, ElementType::kFloat32}) {
+        std::vector<uint8_t> c(static_cast<size_t>(m * n) * 4);
+        Status status = device_->gemm_fp16(a.data(), m, *packed.value(), c.data(), c_type, {});
+        ASSERT_TRUE(status.is_ok()) << status.to_string();
+        double error = 0, norm = 0;
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t col = 0; col < n; ++col) {
+            double exact = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              exact += static_cast<double>(half_bits_to_float(a[r * k + kk])) *
+                       half_bits_to_float(w[kk * n + col]);
+            }
+            const size_t i = static_cast<size_t>(r * n + col);
+            const double got =
+                c_type == ElementType::kFloat32
+                    ? reinterpret_cast<const float*>(c.data())[i]
+                    : half_bits_to_float(reinterpret_cast<const uint16_t*>(c.data())[i]);
+            error += (got - exact) * (got - exact);
+            norm += exact * exact;
+          }
+        }
+        // fp16 operands are exact; the bound is the NPU's fp16 partials (reference §2: ~0.2-0.4%).
+        EXPECT_LT(std::sqrt(error / norm), 5e-3) << GetParam() << " k=" << k << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, OptionalInt4AndGroupwiseAreExactOrRefused) {
+  const int64_t k = 256, n = 64, m = rows(8, ElementType::kInt8);
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -7, 7, 7);
+  const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -7, 7, 8);
+  const auto a_bytes = std::vector<uint8_t>(a.begin(), a.end());
+  const auto want = integer_reference(a_bytes.data(), true, w.data(), m, k, n);
+  auto int4 = device_->pack_int4_weight(w.data(), k, n);
+  if (int4.is_ok()) {
+    std::vector<int32_t> c(static_cast<size_t>(m * n));
+    ASSERT_TRUE(device_->gemm_int4(a.data(), m, *int4.value(), c.data(), {}).is_ok());
+    EXPECT_EQ(c, want);
+  } else {
+    EXPECT_EQ(int4.status().code(), StatusCode::kUnsupported) << int4.status().to_string();
+  }
+  const int64_t group = 64, groups = k / group;
+  auto grouped = device_->pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, group);
+  if (!grouped.is_ok()) {
+    EXPECT_EQ(grouped.status().code(), StatusCode::kUnsupported) << grouped.status().to_string();
+    return;
+  }
+  std::vector<float> a_scales(static_cast<size_t>(m * groups)),
+      w_scales(static_cast<size_t>(n * groups));
+  for (size_t i = 0; i < a_scales.size(); ++i) a_scales[i] = 0.01f * static_cast<float>(1 + i % 7);
+  for (size_t i = 0; i < w_scales.size(); ++i) w_scales[i] = 0.02f * static_cast<float>(1 + i % 5);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  ASSERT_TRUE(device_
+                  ->gemm_groupwise(a.data(), a_scales.data(), m, *grouped.value(), w_scales.data(),
+                                   c.data(), {})
+                  .is_ok());
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t col = 0; col < n; ++col) {
+      float expected = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t partial = 0;
+        for (int64_t kk = g * group; kk < (g + 1) * group; ++kk)
+          partial += a[r * k + kk] * w[kk * n + col];
+        expected +=
+            a_scales[r * groups + g] * w_scales[col * groups + g] * static_cast<float>(partial);
+      }
+      EXPECT_NEAR(c[r * n + col], expected, 1e-5f * std::max(1.0f, std::abs(expected)));
+    }
+  }
+}
+
+TEST_P(Conformance, ARefusalIsUnsupportedAndForeignWeightsAreInvalid) {
+  const auto w = random_ints<int8_t>(64 * 32, -128, 127, 9);
+  auto packed = device_->pack_int8_weight(w.data(), 64, 32);
+  ASSERT_TRUE(packed.is_ok());
+  const int64_t multiple = device_->row_multiple(ElementType::kInt8);
+  if (multiple > 1) {
+    // A row count off the device's multiple is refused, never answered wrongly.
+    const int64_t m = multiple + 1;
+    std::vector<int8_t> a(static_cast<size_t>(m * 64), 1);
+    std::vector<int32_t> c(static_cast<size_t>(m * 32));
+    EXPECT_EQ(
+        device_->gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), {}).code(),
+        StatusCode::kUnsupported);
+  }
+  // A weight packed by another device is the caller's bug, reported as such.
+  HostDevice host{DeviceOptions{}};
+  sim::SimDevice sim;
+  Device& other = device_->name() == "host" ? static_cast<Device&>(sim) : host;
+  auto foreign = other.pack_int8_weight(w.data(), 64, 32);
+  ASSERT_TRUE(foreign.is_ok());
+  const int64_t m = rows(4, ElementType::kInt8);
+  std::vector<int8_t> a(static_cast<size_t>(m * 64), 1);
+  std::vector<int32_t> c(static_cast<size_t>(m * 32));
+  EXPECT_EQ(
+      device_->gemm_int8(a.data(), ElementType::kInt8, m, *foreign.value(), c.data(), {}).code(),
+      StatusCode::kInvalidArgument);
+  // An empty weight is invalid everywhere.
+  EXPECT_EQ(device_->pack_int8_weight(w.data(), 0, 32).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(Conformance, FourThreadsOnOneDeviceGetExactResults) {
+  const int64_t k = 256, n = 96, m = rows(16, ElementType::kInt8);
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, 11);
+  auto packed = device_->pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<int> wrong(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 20; ++call) {
+        const auto a = random_ints<uint8_t>(static_cast<size_t>(m * k), 0, 255,
+                                            static_cast<uint32_t>(1000 + 100 * t + call));
+        std::vector<int32_t> c(static_cast<size_t>(m * n));
+        Status status =
+            device_->gemm_int8(a.data(), ElementType::kUInt8, m, *packed.value(), c.data(), {});
+        if (!status.is_ok() || c != integer_reference(a.data(), false, w.data(), m, k, n)) {
+          wrong[t]++;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Conformance,
+                         ::testing::Values("host", "sim", "rocket_sim", "rocket_board"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace npuflow
