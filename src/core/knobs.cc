@@ -59,6 +59,11 @@ constexpr std::array kKnobs = {
              "sim only: where fp16 K tiles accumulate. npu adds each tile to the previous fp16 "
              "partial on the NPU (KACC, the library default); host rounds each tile to fp16 and "
              "sums in fp32 on the host (ROCKET_KACC=0)."},
+    KnobSpec{"sim_via", "NPUFLOW_SIM_VIA", KnobKind::kChoice, "rocket", "rocket|direct",
+             "sim only: how the simulator is reached. rocket: through the rocket device module "
+             "bound to librocketnpu-sim.so, the adapter code a board runs (the simulator called "
+             "directly when this build has no rocket module); direct: the simulator called "
+             "directly."},
     KnobSpec{"sim_fail_every", "NPUFLOW_SIM_FAIL_EVERY", KnobKind::kInt, "0", "0..1000000",
              "sim only, for tests: every Nth accepted device call fails its submit "
              "(ROCKET_E_DEVICE), which the caller must survive by running the host. 0 never."},

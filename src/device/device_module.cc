@@ -14,20 +14,23 @@ const char* device_module_build_id() {
   return "npuflow " NPUFLOW_VERSION " / " __VERSION__;
 }
 
-std::string device_module_path(std::string_view name) {
+std::string beside_this_binary(std::string_view file) {
   namespace fs = std::filesystem;
-  const std::string file = str_cat("libnpuflow-device-", name, ".so");
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&device_module_path), &info) == 0 ||
+  if (dladdr(reinterpret_cast<void*>(&beside_this_binary), &info) == 0 ||
       info.dli_fname == nullptr) {
-    return file;  // left to the loader's search path
+    return std::string(file);
   }
   const fs::path here = fs::path(info.dli_fname).parent_path();
   std::error_code error;
   for (const fs::path& candidate : {here / file, here / ".." / "lib" / file}) {
     if (fs::exists(candidate, error)) return candidate.lexically_normal().string();
   }
-  return (here / file).string();
+  return std::string(file);
+}
+
+std::string device_module_path(std::string_view name) {
+  return beside_this_binary(str_cat("libnpuflow-device-", name, ".so"));
 }
 
 Result<const DeviceModule*> load_device_module(const std::string& path) {

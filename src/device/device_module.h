@@ -20,8 +20,12 @@ namespace npuflow {
 inline constexpr uint32_t kDeviceModuleAbi = 1;
 
 struct DeviceModuleConfig {
+  std::string name;  // what the device calls itself (rocket; sim on librocketnpu-sim)
   // rocket: the librocketnpu to load, a path or a soname (the `rocketnpu` knob).
   std::string library;
+  // Options for a simulator standing in for the library ("key=value;..."); unused otherwise.
+  std::string library_options;
+  int workers = 0;  // worker fds per context; 0: the library's default
   DeviceOptions options;
 };
 
@@ -36,8 +40,10 @@ struct DeviceModule {
 // This build's id: npuflow's version and the compiler's.
 const char* device_module_build_id();
 
-// Where the module `name` of this build is: beside the binary that holds this code (the EP or
-// ggml library, or the CLI), or in ../lib from it.
+// Where `file` of this build is: beside the binary that holds this code (the EP or ggml
+// library, or the CLI), or in ../lib from it; the bare name (the loader's search) if neither.
+std::string beside_this_binary(std::string_view file);
+// The module `name`: beside_this_binary("libnpuflow-device-<name>.so").
 std::string device_module_path(std::string_view name);
 
 // Loads the module at `path` and checks that it belongs to this build.

@@ -40,8 +40,9 @@ std::vector<T> transpose_padded(const T* weight, int64_t k, int64_t n, int64_t k
 
 struct RocketDevice::State {
   std::shared_ptr<RocketLibrary> library;
-  int workers = 0;
-  std::mutex mutex;  // every call on a context (librocketnpu contexts are not thread-safe)
+  RocketDeviceOptions options;
+  std::string sim_group;  // librocketnpu-sim: this device's contexts share one simulated device
+  std::mutex mutex;       // every call on a context (librocketnpu contexts are not thread-safe)
   rocket_ctx* fp16_ctx = nullptr;
   rocket_i8_ctx* int8_ctx = nullptr;
   mutable std::mutex profile_mutex;
@@ -77,8 +78,11 @@ struct RocketDevice::State {
                        Handle*& handle, Pack&& pack, const std::string& shape) {
     std::lock_guard<std::mutex> lock(mutex);
     if (ctx == nullptr) {
+      if (library->sim_next_context != nullptr) {
+        library->sim_next_context(str_cat(options.sim_options, ";group=", sim_group).c_str());
+      }
       count(create_entry);
-      ctx = create(workers);
+      ctx = create(options.workers);
       if (ctx == nullptr) return refuse(create_entry, ROCKET_E_DEVICE, create_entry);
     }
     count(pack_entry);
@@ -87,6 +91,21 @@ struct RocketDevice::State {
       return refuse(pack_entry, ROCKET_E_SHAPE, str_cat(pack_entry, " of a ", shape, " weight"));
     }
     return Status::ok();
+  }
+
+  // Runs one library call with the caller's pool lent to librocketnpu-sim (the real library runs
+  // its own workers).
+  template <typename Call>
+  int call_with_pool(const ExecContext& context, Call&& call) {
+    if (library->sim_lend_pool == nullptr || !context.has_pool()) return call();
+    library->sim_lend_pool(
+        [](void* pool, size_t count, void (*task)(void*, size_t), void* arg) {
+          static_cast<const ExecContext*>(pool)->run(count, [&](size_t i) { task(arg, i); });
+        },
+        const_cast<ExecContext*>(&context));
+    const int code = call();
+    library->sim_lend_pool(nullptr, nullptr);
+    return code;
   }
 
   void add_resident(size_t bytes) {
@@ -126,18 +145,23 @@ const RocketWeight* as_rocket(const PackedWeight& weight, ElementType type) {
 
 }  // namespace
 
-RocketDevice::RocketDevice(std::shared_ptr<RocketLibrary> library, int workers)
+RocketDevice::RocketDevice(std::shared_ptr<RocketLibrary> library, RocketDeviceOptions options)
     : state_(std::make_shared<State>()) {
   state_->library = std::move(library);
-  state_->workers = workers;
+  state_->options = std::move(options);
+  state_->sim_group = str_cat("npuflow-", reinterpret_cast<uintptr_t>(state_.get()));
+}
+
+std::string_view RocketDevice::name() const {
+  return state_->options.name;
 }
 
 RocketDevice::~RocketDevice() = default;
 
 std::string RocketDevice::description() const {
   return str_cat("RK3588 NPU through librocketnpu (", state_->library->path, "), ",
-                 state_->workers > 0 ? str_cat(state_->workers, " worker fds")
-                                     : std::string("the library's worker count"));
+                 state_->options.workers > 0 ? str_cat(state_->options.workers, " worker fds")
+                                             : std::string("the library's worker count"));
 }
 
 int64_t RocketDevice::row_multiple(ElementType) const {
@@ -173,7 +197,7 @@ Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_int8_weight(const int8_
 }
 
 Status RocketDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& pw,
-                               int32_t* c, const ExecContext&) {
+                               int32_t* c, const ExecContext& context) {
   const RocketWeight* w = as_rocket(pw, ElementType::kInt8);
   if (w == nullptr) return invalid_argument("gemm_int8 needs an int8 weight packed by rocket");
   if (a_type != ElementType::kInt8 && a_type != ElementType::kUInt8) {
@@ -196,9 +220,11 @@ Status RocketDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, con
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->count("rocket_matmul_int8_prepacked");
-    code = state_->library->matmul_int8_prepacked(state_->int8_ctx, static_cast<int>(m),
-                                                  static_cast<int>(kp), static_cast<int>(np),
-                                                  staged.data(), out.data(), w->int8);
+    code = state_->call_with_pool(context, [&] {
+      return state_->library->matmul_int8_prepacked(state_->int8_ctx, static_cast<int>(m),
+                                                    static_cast<int>(kp), static_cast<int>(np),
+                                                    staged.data(), out.data(), w->int8);
+    });
   }
   if (code != ROCKET_OK) {
     return state_->refuse("rocket_matmul_int8_prepacked", code,
@@ -244,7 +270,7 @@ Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_fp16_weight(const uint1
 }
 
 Status RocketDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& pw, void* c,
-                               ElementType c_type, const ExecContext&) {
+                               ElementType c_type, const ExecContext& context) {
   const RocketWeight* w = as_rocket(pw, ElementType::kFloat16);
   if (w == nullptr) return invalid_argument("gemm_fp16 needs an fp16 weight packed by rocket");
   if (c_type != ElementType::kFloat16 && c_type != ElementType::kFloat32) {
@@ -260,10 +286,12 @@ Status RocketDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight&
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->count("rocket_matmul_fp16_prepacked");
-    code = state_->library->matmul_fp16_prepacked(state_->fp16_ctx, static_cast<int>(m),
-                                                  static_cast<int>(kp), static_cast<int>(np),
-                                                  reinterpret_cast<const _Float16*>(staged.data()),
-                                                  reinterpret_cast<_Float16*>(out.data()), w->fp16);
+    code = state_->call_with_pool(context, [&] {
+      return state_->library->matmul_fp16_prepacked(
+          state_->fp16_ctx, static_cast<int>(m), static_cast<int>(kp), static_cast<int>(np),
+          reinterpret_cast<const _Float16*>(staged.data()), reinterpret_cast<_Float16*>(out.data()),
+          w->fp16);
+    });
   }
   if (code != ROCKET_OK) {
     return state_->refuse("rocket_matmul_fp16_prepacked", code,
@@ -290,6 +318,13 @@ std::string RocketDevice::profile_report() const {
   }
   for (const auto& [entry, count] : state_->refusals) {
     report = str_cat(report, "rocket: refused ", entry, " x", count, "\n");
+  }
+  if (state_->library->sim_report != nullptr) {
+    std::string sim(state_->library->sim_report(state_->sim_group.c_str(), nullptr, 0) + 1, '\0');
+    const size_t size =
+        state_->library->sim_report(state_->sim_group.c_str(), sim.data(), sim.size());
+    sim.resize(std::min(size, sim.size() - 1));
+    report += sim;
   }
   return report;
 }

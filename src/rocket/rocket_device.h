@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The `rocket` device: the RK3588 NPU through librocketnpu's C API (rocket_library.h). The same
-// code drives a board's librocketnpu.so.0 and, in tests, librocketnpu-sim.so.
+// code drives a board's librocketnpu.so.0 and, off-board, librocketnpu-sim.so: device=sim is
+// this device on that library, named "sim", with the sim knobs passed as its context options.
 //
 // What the adapter does that the library leaves to its caller (reference/rk3588-npu.md §1):
 // - Weights: K x N row-major weights are transposed into the library's B[N][K] and zero-padded
@@ -27,12 +28,20 @@
 
 namespace npuflow::rocket {
 
+struct RocketDeviceOptions {
+  // "rocket"; "sim" when the library is librocketnpu-sim standing in for the board (device=sim).
+  std::string name = "rocket";
+  int workers = 0;  // worker fds per context; 0: the library's default
+  // librocketnpu-sim only: its context options (rocketsim_next_context), e.g. "fail_every=7".
+  std::string sim_options;
+};
+
 class RocketDevice final : public Device {
  public:
-  RocketDevice(std::shared_ptr<RocketLibrary> library, int workers);
+  RocketDevice(std::shared_ptr<RocketLibrary> library, RocketDeviceOptions options);
   ~RocketDevice() override;
 
-  std::string_view name() const override { return "rocket"; }
+  std::string_view name() const override;
   std::string description() const override;
 
   Result<std::unique_ptr<PackedWeight>> pack_int8_weight(const int8_t* weight, int64_t k,
@@ -53,7 +62,8 @@ class RocketDevice final : public Device {
   Status gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c, ElementType c_type,
                    const ExecContext& context) override;
 
-  // Calls per librocketnpu entry point, refusals and failures by return code.
+  // Calls per librocketnpu entry point, refusals and failures by return code; on
+  // librocketnpu-sim, the simulator's session profile after them.
   std::string profile_report() const override;
 
   struct State;

@@ -50,6 +50,9 @@ Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& pa
   }
   std::string optional;
   resolve(h, "rocketsim_last_error", library->sim_last_error, optional);
+  resolve(h, "rocketsim_next_context", library->sim_next_context, optional);
+  resolve(h, "rocketsim_lend_pool", library->sim_lend_pool, optional);
+  resolve(h, "rocketsim_report", library->sim_report, optional);
   return library;
 }
 

@@ -38,8 +38,15 @@ struct RocketLibrary {
   decltype(&rocket_i8_weights_bytes) i8_weights_bytes = nullptr;
   decltype(&rocket_matmul_int8_prepacked) matmul_int8_prepacked = nullptr;
 
-  // librocketnpu-sim only (null on the real library): why the last call on this thread failed.
+  // librocketnpu-sim only (null on the real library; sim_library/rocketnpu_sim.cc): why this
+  // thread's last call failed; the options of the next context this thread creates; the pool
+  // this thread's calls may spread over; a group's session profile.
+  using LentRun = void (*)(void* pool, size_t count, void (*task)(void* arg, size_t index),
+                           void* arg);
   const char* (*sim_last_error)() = nullptr;
+  void (*sim_next_context)(const char* options) = nullptr;
+  void (*sim_lend_pool)(LentRun run, void* pool) = nullptr;
+  size_t (*sim_report)(const char* group, char* out, size_t size) = nullptr;
 
   ~RocketLibrary();
 

@@ -9,8 +9,12 @@ namespace {
 Result<std::unique_ptr<Device>> create_rocket_device(const DeviceModuleConfig& config) {
   auto library = RocketLibrary::open(config.library);
   if (!library.is_ok()) return library.status();
-  // 0 workers: the library's own default (ROCKET_N_THREADS, else its built-in count).
-  return std::unique_ptr<Device>(std::make_unique<RocketDevice>(std::move(library).value(), 0));
+  RocketDeviceOptions options;
+  options.name = config.name;
+  options.workers = config.workers;  // 0: the library's own default (ROCKET_N_THREADS, ...)
+  options.sim_options = config.library_options;
+  return std::unique_ptr<Device>(
+      std::make_unique<RocketDevice>(std::move(library).value(), std::move(options)));
 }
 
 }  // namespace

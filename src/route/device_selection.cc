@@ -20,8 +20,29 @@ DeviceConfig device_config_from(const Knobs& knobs) {
   config.sim.corrupt_every = knobs.integer("sim_corrupt_every");
   config.sim.kacc = *sim::parse_kacc_mode(knobs.text("sim_kacc"));
   config.rocketnpu = knobs.text("rocketnpu");
+  config.sim_via = knobs.text("sim_via");
   return config;
 }
+
+namespace {
+
+Result<std::unique_ptr<Device>> load_rocket(const DeviceConfig& config,
+                                            DeviceModuleConfig module_config) {
+  const std::string path =
+      config.rocket_module.empty() ? device_module_path("rocket") : config.rocket_module;
+  auto module = load_device_module(path);
+  if (!module.is_ok()) return module.status();
+  module_config.options = config.options;
+  return module.value()->create(module_config);
+}
+
+// The sim knobs as librocketnpu-sim's context options.
+std::string sim_library_options(const sim::SimOptions& sim) {
+  return str_cat("kacc=", sim::kacc_mode_name(sim.kacc), ";fail_every=", sim.fail_every,
+                 ";corrupt_every=", sim.corrupt_every);
+}
+
+}  // namespace
 
 std::string BoardProbe::summary() const {
   if (!accel_node) return "no /dev/accel/accel0";
@@ -59,8 +80,26 @@ Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe*
     return choice;
   }
   if (config.name == "sim") {
+    if (config.sim_via == "direct") {
+      choice.reason = "device=sim (sim_via=direct): the simulator called directly";
+    } else {
+      DeviceModuleConfig module_config;
+      module_config.name = "sim";
+      module_config.library = config.rocket_sim_library.empty()
+                                  ? beside_this_binary("librocketnpu-sim.so")
+                                  : config.rocket_sim_library;
+      module_config.library_options = sim_library_options(config.sim);
+      module_config.workers = config.sim.workers;
+      auto device = load_rocket(config, module_config);
+      if (device.is_ok()) {
+        choice.device = std::move(device).value();
+        choice.reason = str_cat("device=sim: the rocket device module on ", module_config.library);
+        return choice;
+      }
+      choice.reason =
+          str_cat("device=sim: the simulator called directly (", device.status().message(), ")");
+    }
     choice.device = std::make_unique<sim::SimDevice>(config.sim);
-    choice.reason = "device=sim";
     return choice;
   }
   if (config.name != "rocket" && config.name != "auto") {
@@ -68,14 +107,10 @@ Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe*
   }
   const BoardProbe found = probe ? *probe : probe_board();
   auto rocket = [&]() -> Result<std::unique_ptr<Device>> {
-    const std::string path =
-        config.rocket_module.empty() ? device_module_path("rocket") : config.rocket_module;
-    auto module = load_device_module(path);
-    if (!module.is_ok()) return module.status();
     DeviceModuleConfig module_config;
+    module_config.name = "rocket";
     module_config.library = config.rocketnpu;
-    module_config.options = config.options;
-    return module.value()->create(module_config);
+    return load_rocket(config, module_config);
   };
   if (config.name == "rocket") {
     auto device = rocket();

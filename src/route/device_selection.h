@@ -1,7 +1,10 @@
 // Turns the `device` knob into a Device. Lives above the devices so that it may know all of them.
 //
 //   host    the exact CPU reference device.
-//   sim     the RK3588 NPU simulator (src/sim/), configured by the sim_* knobs.
+//   sim     the RK3588 NPU simulator (src/sim/), configured by the sim_* knobs: the rocket device
+//           module bound to librocketnpu-sim.so, so that the adapter code a board runs is what
+//           sim runs; the simulator called directly where the module is not built, or with
+//           sim_via=direct.
 //   rocket  the RK3588 NPU through librocketnpu (the `rocketnpu` knob: the board's library, or
 //           librocketnpu-sim.so in tests), driven by the rocket device module
 //           (libnpuflow-device-rocket.so, GPL-3.0, loaded at run time). Without the module or
@@ -26,6 +29,8 @@ struct DeviceConfig {
   sim::SimOptions sim;
   std::string rocketnpu = "librocketnpu.so.0";  // the librocketnpu device=rocket drives
   std::string rocket_module;                    // empty: device_module_path("rocket")
+  std::string sim_via = "rocket";               // rocket | direct
+  std::string rocket_sim_library;               // empty: librocketnpu-sim.so beside this binary
 };
 
 // The device-related knobs of a session.

@@ -26,19 +26,39 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   auto host = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "host"}})));
   ASSERT_TRUE(host.is_ok());
   EXPECT_EQ(host.value().device->name(), "host");
-  auto sim = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "sim"},
-                                                          {"NPUFLOW_SIM_WORKERS", "3"},
-                                                          {"NPUFLOW_SIM_KACC", "host"},
-                                                          {"NPUFLOW_SIM_FAIL_EVERY", "7"},
-                                                          {"NPUFLOW_SIM_CORRUPT_EVERY", "5"}})));
+  const std::map<std::string, std::string> sim_knobs = {{"NPUFLOW_DEVICE", "sim"},
+                                                        {"NPUFLOW_SIM_WORKERS", "3"},
+                                                        {"NPUFLOW_SIM_KACC", "host"},
+                                                        {"NPUFLOW_SIM_FAIL_EVERY", "7"},
+                                                        {"NPUFLOW_SIM_CORRUPT_EVERY", "5"}};
+  auto direct_knobs = sim_knobs;
+  direct_knobs["NPUFLOW_SIM_VIA"] = "direct";
+  auto sim = create_device(device_config_from(knobs_with(direct_knobs)));
   ASSERT_TRUE(sim.is_ok());
   EXPECT_EQ(sim.value().device->name(), "sim");
-  const auto& options = static_cast<const sim::SimDevice&>(*sim.value().device).options();
+  const auto& options = dynamic_cast<const sim::SimDevice&>(*sim.value().device).options();
   EXPECT_EQ(options.workers, 3);
   EXPECT_EQ(options.kacc, sim::KAccMode::kHost);
   EXPECT_EQ(options.fail_every, 7);
   EXPECT_EQ(options.corrupt_every, 5);
   EXPECT_EQ(sim.value().device->row_multiple(ElementType::kInt8), 4);
+  // By default sim is the rocket module on librocketnpu-sim, the sim knobs passed to it; in a
+  // build without the module, the simulator called directly, saying why.
+  auto via = create_device(device_config_from(knobs_with(sim_knobs)));
+  ASSERT_TRUE(via.is_ok());
+  Device& device = *via.value().device;
+  EXPECT_EQ(device.name(), "sim");
+  EXPECT_EQ(device.row_multiple(ElementType::kInt8), 4);
+  const std::string& reason = via.value().reason;
+  if (reason.find("the rocket device module on") != std::string::npos) {
+    const std::vector<int8_t> weight(32 * 32, 1);
+    ASSERT_TRUE(device.pack_int8_weight(weight.data(), 32, 32).is_ok());
+    EXPECT_NE(device.profile_report().find("over 3 fds"), std::string::npos)
+        << device.profile_report();
+  } else {
+    EXPECT_NE(reason.find("called directly (cannot load device module"), std::string::npos)
+        << reason;
+  }
 }
 
 TEST(DeviceSelection, AutoIsHostWithoutABoardAndNeverSim) {

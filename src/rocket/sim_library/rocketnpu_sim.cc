@@ -9,14 +9,26 @@
 // Environment, as the real library reads it: ROCKET_N_THREADS (workers when a context is
 // created with 0), ROCKET_KACC=0 (fp16 K tiles summed on the host). Simulator only:
 // ROCKETSIM_FAIL_EVERY=N (every Nth accepted call fails with ROCKET_E_DEVICE).
-// rocketsim_last_error() says why this thread's last failed call failed.
+//
+// Simulator-only entry points (rocketsim_*), which an adapter calls only when it finds them:
+// - rocketsim_last_error(): why this thread's last failed call failed;
+// - rocketsim_next_context(options): the options of the next context this thread creates, as
+//   "key=value;..." with workers, kacc (npu|host), fail_every, corrupt_every and group: contexts
+//   of one group share one simulated device (its profile, IOVA and failure count), as the `sim`
+//   device's GEMMs of every dtype do;
+// - rocketsim_lend_pool(run, pool): this thread's calls spread their work over the caller's pool;
+// - rocketsim_report(group, out, size): the group's session profile (SimDevice::profile_report).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/status.h"
 #include "sim/sim_device.h"
 
@@ -42,15 +54,79 @@ int64_t env_int(const char* name, int64_t fallback) {
   return value != nullptr && *value != 0 ? std::strtoll(value, nullptr, 10) : fallback;
 }
 
-npuflow::sim::SimOptions options_for(int nthreads) {
-  npuflow::sim::SimOptions options;
-  const int64_t workers = nthreads > 0 ? nthreads : env_int("ROCKET_N_THREADS", options.workers);
-  options.workers = static_cast<int>(workers < 1 ? 1 : workers > 8 ? 8 : workers);
-  options.kacc =
+// Options a context is created with: the environment's, then rocketsim_next_context's.
+struct ContextOptions {
+  npuflow::sim::SimOptions sim;
+  std::string group;
+};
+
+thread_local std::string next_context_options;
+
+ContextOptions options_for(int nthreads) {
+  ContextOptions options;
+  npuflow::sim::SimOptions& sim = options.sim;
+  int64_t workers = nthreads > 0 ? nthreads : env_int("ROCKET_N_THREADS", sim.workers);
+  sim.kacc =
       env_int("ROCKET_KACC", 1) == 0 ? npuflow::sim::KAccMode::kHost : npuflow::sim::KAccMode::kNpu;
-  options.fail_every = env_int("ROCKETSIM_FAIL_EVERY", 0);
-  options.pad_weights = false;  // the bare library refuses misaligned K and N
+  sim.fail_every = env_int("ROCKETSIM_FAIL_EVERY", 0);
+  std::string text;
+  text.swap(next_context_options);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find(';', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "workers") workers = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "kacc")
+      sim.kacc = value == "host" ? npuflow::sim::KAccMode::kHost : npuflow::sim::KAccMode::kNpu;
+    if (key == "fail_every") sim.fail_every = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "corrupt_every") sim.corrupt_every = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "group") options.group = value;
+  }
+  sim.workers = static_cast<int>(workers < 1 ? 1 : workers > 8 ? 8 : workers);
+  sim.pad_weights = false;  // the bare library refuses misaligned K and N
   return options;
+}
+
+// Simulated devices by group: the contexts of one group share one.
+std::mutex groups_mutex;
+std::map<std::string, std::weak_ptr<npuflow::sim::SimDevice>> groups;
+
+std::shared_ptr<npuflow::sim::SimDevice> device_for(const ContextOptions& options) {
+  if (options.group.empty()) return std::make_shared<npuflow::sim::SimDevice>(options.sim);
+  std::lock_guard<std::mutex> lock(groups_mutex);
+  std::erase_if(groups, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<npuflow::sim::SimDevice>& slot = groups[options.group];
+  std::shared_ptr<npuflow::sim::SimDevice> device = slot.lock();
+  if (!device) {
+    device = std::make_shared<npuflow::sim::SimDevice>(options.sim);
+    slot = device;
+  }
+  return device;
+}
+
+// The caller's pool, lent for this thread's calls.
+using LentRun = void (*)(void* pool, size_t count, void (*task)(void* arg, size_t index),
+                         void* arg);
+thread_local LentRun lent_run = nullptr;
+thread_local void* lent_pool = nullptr;
+
+npuflow::ExecContext lent_context() {
+  npuflow::ExecContext context;
+  if (lent_run == nullptr) return context;
+  const LentRun run = lent_run;
+  void* pool = lent_pool;
+  context.parallel_for = [run, pool](size_t count, const std::function<void(size_t)>& task) {
+    run(
+        pool, count,
+        [](void* arg, size_t index) {
+          (*static_cast<const std::function<void(size_t)>*>(arg))(index);
+        },
+        const_cast<std::function<void(size_t)>*>(&task));
+  };
+  return context;
 }
 
 // A sim Status as the library's return code (enum rocket_status).
@@ -74,8 +150,8 @@ int code_of(const Status& status) {
 // One context = one simulated device (its worker fds and IOVA windows). A context is not
 // thread-safe in the real library; here a second caller inside a call fails loudly.
 struct Context {
-  explicit Context(int nthreads) : device(options_for(nthreads)) {}
-  npuflow::sim::SimDevice device;
+  explicit Context(int nthreads) : device(device_for(options_for(nthreads))) {}
+  std::shared_ptr<npuflow::sim::SimDevice> device;
   std::atomic<bool> busy{false};
 };
 
@@ -120,7 +196,7 @@ W* pack_weights(Ctx* ctx, int m, int k, int n, Pack&& pack) {
   }
   CallGuard guard(ctx->context);
   if (!guard.entered()) return nullptr;
-  auto packed = pack(ctx->context.device);
+  auto packed = pack(*ctx->context.device);
   if (!packed.is_ok()) {
     code_of(packed.status());
     return nullptr;
@@ -144,7 +220,7 @@ int run_prepacked(Ctx* ctx, int K, int N, const void* A, const void* C, W* w, Ge
   }
   CallGuard guard(ctx->context);
   if (!guard.entered()) return ROCKET_E_DEVICE;
-  return code_of(gemm(ctx->context.device, *w->value.packed));
+  return code_of(gemm(*ctx->context.device, *w->value.packed));
 }
 
 }  // namespace
@@ -216,12 +292,37 @@ ROCKETSIM_EXPORT size_t rocket_i8_weights_bytes(const rocket_i8_weights* w) {
 ROCKETSIM_EXPORT int rocket_matmul_int8_prepacked(rocket_i8_ctx* ctx, int M, int K, int N,
                                                   const int8_t* A, int32_t* C,
                                                   rocket_i8_weights* w) {
-  return run_prepacked(ctx, K, N, A, C, w,
-                       [&](npuflow::Device& device, const PackedWeight& packed) {
-                         return device.gemm_int8(A, ElementType::kInt8, M, packed, C, {});
-                       });
+  return run_prepacked(
+      ctx, K, N, A, C, w, [&](npuflow::Device& device, const PackedWeight& packed) {
+        return device.gemm_int8(A, ElementType::kInt8, M, packed, C, lent_context());
+      });
 }
 
 ROCKETSIM_EXPORT const char* rocketsim_last_error() {
   return last_error.c_str();
+}
+
+ROCKETSIM_EXPORT void rocketsim_next_context(const char* options) {
+  next_context_options = options != nullptr ? options : "";
+}
+
+ROCKETSIM_EXPORT void rocketsim_lend_pool(LentRun run, void* pool) {
+  lent_run = run;
+  lent_pool = pool;
+}
+
+ROCKETSIM_EXPORT size_t rocketsim_report(const char* group, char* out, size_t size) {
+  std::shared_ptr<npuflow::sim::SimDevice> device;
+  {
+    std::lock_guard<std::mutex> lock(groups_mutex);
+    auto it = groups.find(group != nullptr ? group : "");
+    if (it != groups.end()) device = it->second.lock();
+  }
+  const std::string report = device ? device->profile_report() : std::string();
+  if (out != nullptr && size > 0) {
+    const size_t n = std::min(report.size(), size - 1);
+    std::memcpy(out, report.data(), n);
+    out[n] = 0;
+  }
+  return report.size();
 }
