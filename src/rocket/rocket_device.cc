@@ -18,6 +18,7 @@ namespace {
 constexpr int64_t kKMultiple = 32;
 constexpr int64_t kFp16NMultiple = 16;
 constexpr int64_t kInt8NMultiple = 32;
+constexpr int64_t kInt4NMultiple = 64;
 constexpr int64_t kRowMultiple = 4;
 // Resident weights are planned at the library's canonical tile M (MAX_TILE).
 constexpr int kPlanRows = 256;
@@ -45,6 +46,7 @@ struct RocketDevice::State {
   std::mutex mutex;       // every call on a context (librocketnpu contexts are not thread-safe)
   rocket_ctx* fp16_ctx = nullptr;
   rocket_i8_ctx* int8_ctx = nullptr;
+  rocket_i4_ctx* int4_ctx = nullptr;
   mutable std::mutex profile_mutex;
   std::map<std::string, int64_t> calls;     // entry point -> calls
   std::map<std::string, int64_t> refusals;  // "entry point: status" -> count
@@ -53,6 +55,7 @@ struct RocketDevice::State {
   ~State() {
     if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
     if (int8_ctx != nullptr) library->i8_ctx_free(int8_ctx);
+    if (int4_ctx != nullptr) library->i4_ctx_free(int4_ctx);
   }
 
   void count(const char* entry) {
@@ -119,12 +122,13 @@ namespace {
 class RocketWeight final : public PackedWeight {
  public:
   RocketWeight(int64_t k, int64_t n, ElementType type, int64_t kp, int64_t np,
-               std::shared_ptr<RocketDevice::State> state)
-      : PackedWeight(k, n, type), kp(kp), np(np), state(std::move(state)) {}
+               std::shared_ptr<RocketDevice::State> state, int64_t group = 0)
+      : PackedWeight(k, n, type, group), kp(kp), np(np), state(std::move(state)) {}
   ~RocketWeight() override {
     std::lock_guard<std::mutex> lock(state->mutex);
     if (fp16 != nullptr) state->library->weights_free(state->fp16_ctx, fp16);
     if (int8 != nullptr) state->library->i8_weights_free(state->int8_ctx, int8);
+    if (int4 != nullptr) state->library->i4_weights_free(state->int4_ctx, int4);
     std::lock_guard<std::mutex> profile(state->profile_mutex);
     state->resident_bytes -= static_cast<int64_t>(bytes);
   }
@@ -134,6 +138,7 @@ class RocketWeight final : public PackedWeight {
   std::shared_ptr<RocketDevice::State> state;
   rocket_weights* fp16 = nullptr;
   rocket_i8_weights* int8 = nullptr;
+  rocket_i4_weights* int4 = nullptr;
   std::vector<int64_t> column_sums;  // int8: for uint8 activations
   size_t bytes = 0;
 };
@@ -199,7 +204,9 @@ Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_int8_weight(const int8_
 Status RocketDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& pw,
                                int32_t* c, const ExecContext& context) {
   const RocketWeight* w = as_rocket(pw, ElementType::kInt8);
-  if (w == nullptr) return invalid_argument("gemm_int8 needs an int8 weight packed by rocket");
+  if (w == nullptr || w->group() != 0) {
+    return invalid_argument("gemm_int8 needs an int8 weight packed by rocket");
+  }
   if (a_type != ElementType::kInt8 && a_type != ElementType::kUInt8) {
     return invalid_argument("gemm_int8 takes int8 or uint8 activations");
   }
@@ -305,6 +312,134 @@ Status RocketDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight&
       float* dst = static_cast<float*>(c) + row * n;
       for (int64_t col = 0; col < n; ++col) dst[col] = half_bits_to_float(src[col]);
     }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_int4_weight(const int8_t* weight,
+                                                                     int64_t k, int64_t n) {
+  return pack_integer(weight, k, n, ElementType::kInt4, 0);
+}
+
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_groupwise_weight(const int8_t* weight,
+                                                                          int64_t k, int64_t n,
+                                                                          ElementType type,
+                                                                          int64_t group) {
+  if (type != ElementType::kInt8 && type != ElementType::kInt4) {
+    return invalid_argument("group-wise weights are int8 or int4");
+  }
+  if (group <= 0 || k % group != 0) {
+    return unsupported(str_cat("ROCKET_E_SHAPE: K ", k, " is not a multiple of the group ", group));
+  }
+  return pack_integer(weight, k, n, type, group);
+}
+
+// int4 and group-wise weights: padded as int8 ones (a group-wise weight's K is the caller's, a
+// multiple of its group), packed on the int4 or int8 context.
+Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_integer(const int8_t* weight, int64_t k,
+                                                                 int64_t n, ElementType type,
+                                                                 int64_t group) {
+  const RocketLibrary& lib = *state_->library;
+  const bool int4 = type == ElementType::kInt4;
+  if (int4 ? (group > 0 ? !lib.has_groupwise_int4() : !lib.has_int4())
+           : !lib.has_groupwise_int8()) {
+    return unsupported(str_cat("librocketnpu '", lib.path, "' has no ",
+                               group > 0 ? "group-wise " : "", int4 ? "int4" : "int8",
+                               " resident matmul"));
+  }
+  if (k <= 0 || n <= 0) return invalid_argument(str_cat("weight shape ", k, "x", n, " is empty"));
+  const int64_t kp = group > 0 ? k : round_up(k, kKMultiple);
+  const int64_t np = round_up(n, int4 ? kInt4NMultiple : kInt8NMultiple);
+  auto packed = std::make_unique<RocketWeight>(k, n, type, kp, np, state_, group);
+  const std::vector<int8_t> b = transpose_padded(weight, k, n, kp, np);
+  const int g = static_cast<int>(group), ki = static_cast<int>(kp), ni = static_cast<int>(np);
+  if (int4) {
+    NPUFLOW_RETURN_IF_ERROR(state_->pack_resident(
+        state_->int4_ctx, "rocket_i4_ctx_create", lib.i4_ctx_create,
+        group > 0 ? "rocket_i4_weights_pack_gw" : "rocket_i4_weights_pack", packed->int4,
+        [&](rocket_i4_ctx* ctx) {
+          return group > 0 ? lib.i4_weights_pack_gw(ctx, kPlanRows, ki, ni, b.data(), g)
+                           : lib.i4_weights_pack(ctx, kPlanRows, ki, ni, b.data());
+        },
+        str_cat(kp, "x", np)));
+    packed->bytes = lib.i4_weights_bytes(packed->int4);
+  } else {
+    NPUFLOW_RETURN_IF_ERROR(state_->pack_resident(
+        state_->int8_ctx, "rocket_i8_ctx_create", lib.i8_ctx_create, "rocket_i8_weights_pack_gw",
+        packed->int8,
+        [&](rocket_i8_ctx* ctx) {
+          return lib.i8_weights_pack_gw(ctx, kPlanRows, ki, ni, b.data(), g);
+        },
+        str_cat(kp, "x", np)));
+    packed->bytes = lib.i8_weights_bytes(packed->int8);
+  }
+  state_->add_resident(packed->bytes);
+  return std::unique_ptr<PackedWeight>(std::move(packed));
+}
+
+Status RocketDevice::gemm_int4(const int8_t* a, int64_t m, const PackedWeight& pw, int32_t* c,
+                               const ExecContext& context) {
+  const RocketWeight* w = as_rocket(pw, ElementType::kInt4);
+  if (w == nullptr || w->group() != 0) {
+    return invalid_argument("gemm_int4 needs an int4 weight packed by rocket");
+  }
+  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
+  std::vector<int8_t> staged(static_cast<size_t>(m * kp), 0);
+  for (int64_t row = 0; row < m; ++row) {
+    std::memcpy(staged.data() + row * kp, a + row * k, static_cast<size_t>(k));
+  }
+  std::vector<int32_t> out(static_cast<size_t>(m * np));
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->count("rocket_matmul_int4_prepacked");
+    code = state_->call_with_pool(context, [&] {
+      return state_->library->matmul_int4_prepacked(state_->int4_ctx, static_cast<int>(m),
+                                                    static_cast<int>(kp), static_cast<int>(np),
+                                                    staged.data(), out.data(), w->int4);
+    });
+  }
+  if (code != ROCKET_OK) {
+    return state_->refuse("rocket_matmul_int4_prepacked", code,
+                          str_cat("rocket_matmul_int4_prepacked at ", m, "x", kp, "x", np));
+  }
+  for (int64_t row = 0; row < m; ++row) {
+    std::memcpy(c + row * n, out.data() + row * np, static_cast<size_t>(n) * sizeof(int32_t));
+  }
+  return Status::ok();
+}
+
+Status RocketDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
+                                    const PackedWeight& pw, const float* w_scales, float* c,
+                                    const ExecContext& context) {
+  const auto* w = dynamic_cast<const RocketWeight*>(&pw);
+  if (w == nullptr || w->group() == 0) {
+    return invalid_argument("gemm_groupwise needs a group-wise weight packed by rocket");
+  }
+  const int64_t k = w->k(), n = w->n(), np = w->np, groups = k / w->group();
+  // Padded columns get zero scales (their weights are zero too).
+  std::vector<float> scales(static_cast<size_t>(np * groups), 0.0f);
+  std::memcpy(scales.data(), w_scales, static_cast<size_t>(n * groups) * sizeof(float));
+  std::vector<float> out(static_cast<size_t>(m * np));
+  const bool int4 = w->type() == ElementType::kInt4;
+  const char* entry = int4 ? "rocket_matmul_int4_prepacked_gw" : "rocket_matmul_int8_prepacked_gw";
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->count(entry);
+    code = state_->call_with_pool(context, [&] {
+      const RocketLibrary& lib = *state_->library;
+      const int mi = static_cast<int>(m), ki = static_cast<int>(k), ni = static_cast<int>(np);
+      return int4 ? lib.matmul_int4_prepacked_gw(state_->int4_ctx, mi, ki, ni, a, a_scales,
+                                                 scales.data(), out.data(), w->int4)
+                  : lib.matmul_int8_prepacked_gw(state_->int8_ctx, mi, ki, ni, a, a_scales,
+                                                 scales.data(), out.data(), w->int8);
+    });
+  }
+  if (code != ROCKET_OK)
+    return state_->refuse(entry, code, str_cat(entry, " at ", m, "x", k, "x", np));
+  for (int64_t row = 0; row < m; ++row) {
+    std::memcpy(c + row * n, out.data() + row * np, static_cast<size_t>(n) * sizeof(float));
   }
   return Status::ok();
 }

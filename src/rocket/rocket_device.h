@@ -17,7 +17,8 @@
 //   all NPU cores, so nothing is lost).
 // - Return codes: -1 shape, -2 tiling, -5 unsupported -> kUnsupported; -3 -> kResourceExhausted;
 //   -4 -> kDeviceFailure. Every refusal or failure makes the caller run the host reference.
-// int4 and group-wise GEMMs are not adapted yet: they are refused, and run on the host.
+// - int4 (N%64) and group-wise weights: N zero-padded with zero scales; a group-wise K is the
+//   caller's (a multiple of its group, which the library checks).
 #pragma once
 
 #include <memory>
@@ -62,6 +63,18 @@ class RocketDevice final : public Device {
   Status gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight& w, void* c, ElementType c_type,
                    const ExecContext& context) override;
 
+  // int4 (values in [-7, 7], one per byte; K%32, N%64) and group-wise int8 / int4, where the
+  // library has them.
+  Result<std::unique_ptr<PackedWeight>> pack_int4_weight(const int8_t* weight, int64_t k,
+                                                         int64_t n) override;
+  Status gemm_int4(const int8_t* a, int64_t m, const PackedWeight& w, int32_t* c,
+                   const ExecContext& context) override;
+  Result<std::unique_ptr<PackedWeight>> pack_groupwise_weight(const int8_t* weight, int64_t k,
+                                                              int64_t n, ElementType type,
+                                                              int64_t group) override;
+  Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
+                        const float* w_scales, float* c, const ExecContext& context) override;
+
   // Calls per librocketnpu entry point, refusals and failures by return code; on
   // librocketnpu-sim, the simulator's session profile after them.
   std::string profile_report() const override;
@@ -69,6 +82,8 @@ class RocketDevice final : public Device {
   struct State;
 
  private:
+  Result<std::unique_ptr<PackedWeight>> pack_integer(const int8_t* weight, int64_t k, int64_t n,
+                                                     ElementType type, int64_t group);
   std::shared_ptr<State> state_;
 };
 

@@ -49,6 +49,16 @@ Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& pa
                                "rocket-userspace e067786 or later)"));
   }
   std::string optional;
+  resolve(h, "rocket_i8_weights_pack_gw", library->i8_weights_pack_gw, optional);
+  resolve(h, "rocket_matmul_int8_prepacked_gw", library->matmul_int8_prepacked_gw, optional);
+  resolve(h, "rocket_i4_ctx_create", library->i4_ctx_create, optional);
+  resolve(h, "rocket_i4_ctx_free", library->i4_ctx_free, optional);
+  resolve(h, "rocket_i4_weights_pack", library->i4_weights_pack, optional);
+  resolve(h, "rocket_i4_weights_pack_gw", library->i4_weights_pack_gw, optional);
+  resolve(h, "rocket_i4_weights_free", library->i4_weights_free, optional);
+  resolve(h, "rocket_i4_weights_bytes", library->i4_weights_bytes, optional);
+  resolve(h, "rocket_matmul_int4_prepacked", library->matmul_int4_prepacked, optional);
+  resolve(h, "rocket_matmul_int4_prepacked_gw", library->matmul_int4_prepacked_gw, optional);
   resolve(h, "rocketsim_last_error", library->sim_last_error, optional);
   resolve(h, "rocketsim_next_context", library->sim_next_context, optional);
   resolve(h, "rocketsim_lend_pool", library->sim_lend_pool, optional);

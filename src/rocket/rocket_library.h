@@ -37,6 +37,26 @@ struct RocketLibrary {
   decltype(&rocket_i8_weights_free) i8_weights_free = nullptr;
   decltype(&rocket_i8_weights_bytes) i8_weights_bytes = nullptr;
   decltype(&rocket_matmul_int8_prepacked) matmul_int8_prepacked = nullptr;
+  // Optional (null: those primitives are refused): group-wise int8, and resident int4 with its
+  // group-wise form.
+  decltype(&rocket_i8_weights_pack_gw) i8_weights_pack_gw = nullptr;
+  decltype(&rocket_matmul_int8_prepacked_gw) matmul_int8_prepacked_gw = nullptr;
+  decltype(&rocket_i4_ctx_create) i4_ctx_create = nullptr;
+  decltype(&rocket_i4_ctx_free) i4_ctx_free = nullptr;
+  decltype(&rocket_i4_weights_pack) i4_weights_pack = nullptr;
+  decltype(&rocket_i4_weights_pack_gw) i4_weights_pack_gw = nullptr;
+  decltype(&rocket_i4_weights_free) i4_weights_free = nullptr;
+  decltype(&rocket_i4_weights_bytes) i4_weights_bytes = nullptr;
+  decltype(&rocket_matmul_int4_prepacked) matmul_int4_prepacked = nullptr;
+  decltype(&rocket_matmul_int4_prepacked_gw) matmul_int4_prepacked_gw = nullptr;
+  bool has_groupwise_int8() const { return i8_weights_pack_gw && matmul_int8_prepacked_gw; }
+  bool has_int4() const {
+    return i4_ctx_create && i4_ctx_free && i4_weights_pack && i4_weights_free && i4_weights_bytes &&
+           matmul_int4_prepacked;
+  }
+  bool has_groupwise_int4() const {
+    return has_int4() && i4_weights_pack_gw && matmul_int4_prepacked_gw;
+  }
 
   // librocketnpu-sim only (null on the real library; sim_library/rocketnpu_sim.cc): why this
   // thread's last call failed; the options of the next context this thread creates; the pool

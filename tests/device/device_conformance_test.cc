@@ -168,7 +168,8 @@ TEST_P(Conformance, Fp16GemmIsWithinTheFp16Bound) {
 }
 
 TEST_P(Conformance, OptionalInt4AndGroupwiseAreExactOrRefused) {
-  const int64_t k = 256, n = 64, m = rows(8, ElementType::kInt8);
+  // N = 50 is below int4's and int8's N multiples; plain int4 also takes K = 250.
+  const int64_t k = 256, n = 50, m = rows(8, ElementType::kInt8);
   const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -7, 7, 7);
   const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -7, 7, 8);
   const auto a_bytes = std::vector<uint8_t>(a.begin(), a.end());
@@ -178,6 +179,17 @@ TEST_P(Conformance, OptionalInt4AndGroupwiseAreExactOrRefused) {
     std::vector<int32_t> c(static_cast<size_t>(m * n));
     ASSERT_TRUE(device_->gemm_int4(a.data(), m, *int4.value(), c.data(), {}).is_ok());
     EXPECT_EQ(c, want);
+    // K = 250: the first 250 rows of the weight, the first 250 columns of a.
+    const int64_t k_short = 250;
+    std::vector<int8_t> a_short(static_cast<size_t>(m * k_short));
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy(a.begin() + r * k, a.begin() + r * k + k_short, a_short.begin() + r * k_short);
+    }
+    auto short_weight = device_->pack_int4_weight(w.data(), k_short, n);
+    ASSERT_TRUE(short_weight.is_ok()) << short_weight.status().to_string();
+    ASSERT_TRUE(device_->gemm_int4(a_short.data(), m, *short_weight.value(), c.data(), {}).is_ok());
+    const std::vector<uint8_t> short_bytes(a_short.begin(), a_short.end());
+    EXPECT_EQ(c, integer_reference(short_bytes.data(), true, w.data(), m, k_short, n));
   } else {
     EXPECT_EQ(int4.status().code(), StatusCode::kUnsupported) << int4.status().to_string();
   }

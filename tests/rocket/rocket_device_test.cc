@@ -153,6 +153,54 @@ TEST(RocketDevice, Fp16GemmsMatchTheSimDeviceBitForBit) {
   }
 }
 
+TEST(RocketDevice, Int4AndGroupwiseGoThroughTheirEntryPoints) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  HostDevice host{DeviceOptions{}};
+  const int64_t k = 192, n = 40, m = 8, group = 64, groups = k / group;
+  const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -7, 7, 21);
+  const auto a = random_values<int8_t>(static_cast<size_t>(m * k), -7, 7, 22);
+  std::vector<float> a_scales(static_cast<size_t>(m * groups)), w_scales(n * groups);
+  for (size_t i = 0; i < a_scales.size(); ++i)
+    a_scales[i] = 0.5f + 0.125f * static_cast<float>(i % 5);
+  for (size_t i = 0; i < w_scales.size(); ++i)
+    w_scales[i] = 0.25f + 0.0625f * static_cast<float>(i % 3);
+  auto int4 = device->pack_int4_weight(w.data(), k, n);
+  auto host_int4 = host.pack_int4_weight(w.data(), k, n);
+  ASSERT_TRUE(int4.is_ok() && host_int4.is_ok()) << int4.status().to_string();
+  std::vector<int32_t> got(static_cast<size_t>(m * n)), want(got.size());
+  ASSERT_TRUE(device->gemm_int4(a.data(), m, *int4.value(), got.data(), {}).is_ok());
+  ASSERT_TRUE(host.gemm_int4(a.data(), m, *host_int4.value(), want.data(), {}).is_ok());
+  EXPECT_EQ(got, want);
+  for (ElementType type : {ElementType::kInt8, ElementType::kInt4}) {
+    auto grouped = device->pack_groupwise_weight(w.data(), k, n, type, group);
+    auto host_grouped = host.pack_groupwise_weight(w.data(), k, n, type, group);
+    ASSERT_TRUE(grouped.is_ok() && host_grouped.is_ok()) << grouped.status().to_string();
+    std::vector<float> c(static_cast<size_t>(m * n)), c_host(c.size());
+    ASSERT_TRUE(device
+                    ->gemm_groupwise(a.data(), a_scales.data(), m, *grouped.value(),
+                                     w_scales.data(), c.data(), {})
+                    .is_ok());
+    ASSERT_TRUE(host.gemm_groupwise(a.data(), a_scales.data(), m, *host_grouped.value(),
+                                    w_scales.data(), c_host.data(), {})
+                    .is_ok());
+    // Scales of few bits and small partials: every product and sum is exact in fp32.
+    EXPECT_EQ(c, c_host);
+  }
+  const std::string report = device->profile_report();
+  for (const char* entry :
+       {"rocket_matmul_int4_prepacked calls=1", "rocket_i4_weights_pack_gw calls=1",
+        "rocket_matmul_int4_prepacked_gw calls=1", "rocket_matmul_int8_prepacked_gw calls=1"}) {
+    EXPECT_NE(report.find(entry), std::string::npos) << entry << " in\n" << report;
+  }
+  // A group-wise weight is not a plain int8 one.
+  auto grouped = device->pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, group);
+  ASSERT_TRUE(grouped.is_ok());
+  EXPECT_EQ(
+      device->gemm_int8(a.data(), ElementType::kInt8, m, *grouped.value(), got.data(), {}).code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // librocketnpu-sim.so: npuflow's RK3588 simulator (src/sim/) behind librocketnpu's own C API, so
-// that the rocket device's code runs unchanged off-board. It implements the resident fp16 and
-// int8 matmul entry points with the vendor headers' exact declarations (they are included: a
-// signature that differs does not compile), and behind them the sim's contract, numerics, IOVA
-// accounting, injected failures and cost model, as the bare library: weights that are not aligned
-// are refused, not padded.
+// that the rocket device's code runs unchanged off-board. It implements the resident fp16,
+// int8 and int4 (plain and group-wise) matmul entry points with the vendor headers' exact
+// declarations (they are included: a signature that differs does not compile), and behind them the
+// sim's contract, numerics, IOVA accounting, injected failures and cost model, as the bare library:
+// weights that are not aligned are refused, not padded.
 //
 // Environment, as the real library reads it: ROCKET_N_THREADS (workers when a context is
 // created with 0), ROCKET_KACC=0 (fp16 K tiles summed on the host). Simulator only:
@@ -239,6 +239,13 @@ struct rocket_i8_ctx {
 struct rocket_i8_weights {
   Weights value;
 };
+struct rocket_i4_ctx {
+  explicit rocket_i4_ctx(int nthreads) : context(nthreads) {}
+  Context context;
+};
+struct rocket_i4_weights {
+  Weights value;
+};
 
 ROCKETSIM_EXPORT rocket_ctx* rocket_ctx_create(int nthreads) {
   return new rocket_ctx(nthreads);
@@ -295,6 +302,73 @@ ROCKETSIM_EXPORT int rocket_matmul_int8_prepacked(rocket_i8_ctx* ctx, int M, int
   return run_prepacked(
       ctx, K, N, A, C, w, [&](npuflow::Device& device, const PackedWeight& packed) {
         return device.gemm_int8(A, ElementType::kInt8, M, packed, C, lent_context());
+      });
+}
+
+ROCKETSIM_EXPORT rocket_i8_weights* rocket_i8_weights_pack_gw(rocket_i8_ctx* ctx, int M, int K,
+                                                              int N, const int8_t* B, int group) {
+  return pack_weights<rocket_i8_ctx, rocket_i8_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
+    const std::vector<int8_t> w = transposed(B, K, N);
+    return device.pack_groupwise_weight(w.data(), K, N, ElementType::kInt8, group);
+  });
+}
+
+ROCKETSIM_EXPORT int rocket_matmul_int8_prepacked_gw(rocket_i8_ctx* ctx, int M, int K, int N,
+                                                     const int8_t* A, const float* a_scale,
+                                                     const float* b_scale, float* Cf,
+                                                     rocket_i8_weights* w) {
+  return run_prepacked(
+      ctx, K, N, A, Cf, w, [&](npuflow::Device& device, const PackedWeight& packed) {
+        return device.gemm_groupwise(A, a_scale, M, packed, b_scale, Cf, lent_context());
+      });
+}
+
+ROCKETSIM_EXPORT rocket_i4_ctx* rocket_i4_ctx_create(int nthreads) {
+  return new rocket_i4_ctx(nthreads);
+}
+ROCKETSIM_EXPORT void rocket_i4_ctx_free(rocket_i4_ctx* ctx) {
+  delete ctx;
+}
+
+ROCKETSIM_EXPORT rocket_i4_weights* rocket_i4_weights_pack(rocket_i4_ctx* ctx, int M, int K, int N,
+                                                           const int8_t* B) {
+  return pack_weights<rocket_i4_ctx, rocket_i4_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
+    const std::vector<int8_t> w = transposed(B, K, N);
+    return device.pack_int4_weight(w.data(), K, N);
+  });
+}
+
+ROCKETSIM_EXPORT rocket_i4_weights* rocket_i4_weights_pack_gw(rocket_i4_ctx* ctx, int M, int K,
+                                                              int N, const int8_t* B, int group) {
+  return pack_weights<rocket_i4_ctx, rocket_i4_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
+    const std::vector<int8_t> w = transposed(B, K, N);
+    return device.pack_groupwise_weight(w.data(), K, N, ElementType::kInt4, group);
+  });
+}
+
+ROCKETSIM_EXPORT void rocket_i4_weights_free(rocket_i4_ctx*, rocket_i4_weights* w) {
+  delete w;
+}
+ROCKETSIM_EXPORT size_t rocket_i4_weights_bytes(const rocket_i4_weights* w) {
+  return w == nullptr ? 0 : w->value.packed->resident_bytes();
+}
+
+ROCKETSIM_EXPORT int rocket_matmul_int4_prepacked(rocket_i4_ctx* ctx, int M, int K, int N,
+                                                  const int8_t* A, int32_t* C,
+                                                  rocket_i4_weights* w) {
+  return run_prepacked(ctx, K, N, A, C, w,
+                       [&](npuflow::Device& device, const PackedWeight& packed) {
+                         return device.gemm_int4(A, M, packed, C, lent_context());
+                       });
+}
+
+ROCKETSIM_EXPORT int rocket_matmul_int4_prepacked_gw(rocket_i4_ctx* ctx, int M, int K, int N,
+                                                     const int8_t* A, const float* a_scale,
+                                                     const float* b_scale, float* Cf,
+                                                     rocket_i4_weights* w) {
+  return run_prepacked(
+      ctx, K, N, A, Cf, w, [&](npuflow::Device& device, const PackedWeight& packed) {
+        return device.gemm_groupwise(A, a_scale, M, packed, b_scale, Cf, lent_context());
       });
 }
 
