@@ -149,7 +149,7 @@ bench: build bench-encoders bench-quantized
 # Quantized sentence encoders as users have them (QDQ int8, uint4 blocks, dynamic int8) against
 # the CPU EP running the same models.
 bench-quantized: build
-	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/quantized_encoders.py --runs 10
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/quantized_encoders.py --runs 10 --write-costs
 
 # The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
 bench-encoders: build

@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,8 +29,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from cost_table import CACHE, claimed_flops, write_rows  # noqa: E402
+
 BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
-CACHE = Path(os.environ.get("NPUFLOW_CACHE_DIR", Path.home() / ".cache" / "npuflow"))
 
 # name -> (label, file in the export dir, how to export it)
 MODELS = {
@@ -47,21 +48,6 @@ MODELS = {
 # DINOv2 interpolates its position embedding from the image, so T is not static in the graph).
 TOKENS = {"vit": 197, "clip": 197, "siglip": 196, "dinov2": 1370, "depth_anything": 1370,
           "bert128": 128, "bert512": 512}
-
-
-def machine_signature() -> str:
-    """The name src/route/claim_policy.cc gives this machine's cost table."""
-    arch = platform.machine()
-    if arch != "x86_64":
-        return arch
-    flags = set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
-    if "avx512f" in flags:
-        return "x86_64-avx512" + ("-vnni" if "avx512_vnni" in flags else "")
-    return "x86_64-avx2" if "avx2" in flags else "x86_64"
 
 
 def fixtures_python() -> str:
@@ -109,18 +95,6 @@ def feeds_for(session, seed=0):
         else:
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
     return feeds
-
-
-def claimed_flops(claim: dict, tokens: int) -> float:
-    """2 x MACs of the claim's GEMM work (one image), symbolic dims read as the known T."""
-    flops = 0.0
-    for gemm in claim.get("work", []):
-        rows, k, n = gemm["rows"], gemm["k"], gemm["n"]
-        if rows <= 0:
-            rows = tokens * (claim.get("heads", 1) if gemm.get("attention") else 1)
-        k, n = (tokens if k <= 0 else k), (tokens if n <= 0 else n)
-        flops += 2.0 * rows * k * n
-    return flops
 
 
 def measure(path: Path, threads: int, runs: int, tmp: Path):
@@ -192,14 +166,9 @@ def main():
         else:
             print(f"  (nothing claimed in {label}: no cost row)", flush=True)
     if args.write_costs:
-        sig = machine_signature()
-        path = args.costs or CACHE / f"claim-costs-{sig}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(dict(machine=sig, threads=args.threads,
-                                        command="bench/encoders.py --write-costs", rows=rows),
-                                   indent=1))
+        path = write_rows(args.costs, {"vision_encoder"}, rows, args.threads,
+                          "bench/encoders.py --write-costs")
         print(f"wrote {path}")
-
 
 if __name__ == "__main__":
     main()

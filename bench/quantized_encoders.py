@@ -13,11 +13,16 @@ npuflow runs on the host device with claim=all, so the figure is what a claim co
 gives the medians, the ratio CPU EP / arm (> 1: npuflow is faster) and each arm's cosine to the
 fp32 model (the CPU EP's run of the quantized model beside it), over the real tokens.
 
-    .venv/bin/python bench/quantized_encoders.py --runs 10
+--write-costs stores the fp16 arm's measurements as the cost table's `quantized_encoder` rows
+(keyed by the claim's quant form: dynamic_int8 or qdq), which claim=faster reads for quantized
+encoders (~/.cache/npuflow/claim-costs-<machine>.json, or --costs PATH; other kinds' rows kept).
+
+    .venv/bin/python bench/quantized_encoders.py --runs 10 --write-costs
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -27,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "bench"))
+from cost_table import claimed_flops, write_rows  # noqa: E402
 BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
 TEXT_Q = ROOT / "third_party" / "text-models-q"
 # A batch of 8 sentences, right-padded to the longest (the real tokens decide the cosine).
@@ -74,6 +81,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--write-costs", action="store_true")
+    parser.add_argument("--costs", type=Path, help="cost table path (default: the cache's)")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -84,20 +93,34 @@ def main():
                                             str(BUILD_DIR / "lib" / "libonnxruntime_npuflow.so"))
     devices = [d for d in ort.get_ep_devices() if d.ep_name == "NpuflowExecutionProvider"]
 
-    def session(path, quant=None):
+    def session(path, quant=None, report=None):
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
         if quant is None:
             return ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
-        so.add_provider_for_devices(devices, {"claim": "all", "device": "host", "quant": quant})
+        options = {"claim": "all", "device": "host", "quant": quant}
+        if report is not None:
+            options["report"] = str(report)
+        so.add_provider_for_devices(devices, options)
         return ort.InferenceSession(path, sess_options=so)
+
+    def encoder_claim(report):
+        records = [json.loads(line) for line in report.read_text().splitlines()]
+        claims = [c for r in records for c in r.get("claims", [])
+                  if c.get("kind") == "vision_encoder" and c.get("dequantized")]
+        return claims[0] if claims else None
+
+    cost_rows = []
 
     print(f"{'model':<36} {'arm':<7} {'ms':>8} {'CPU EP / arm':>13} {'cosine to fp32':>15}")
     with tempfile.TemporaryDirectory() as folder:
         for label, fp32, path, feeds, arms in build(Path(folder)):
-            sessions = {"cpu_ep": session(path)} | {arm: session(path, arm) for arm in arms}
+            report = Path(folder) / f"report-{len(cost_rows)}-{label.split()[0]}.jsonl"
+            report.unlink(missing_ok=True)
+            sessions = {"cpu_ep": session(path)} | {
+                arm: session(path, arm, report if arm == "fp16" else None) for arm in arms}
             reference = None
             if fp32 is not None:
                 reference = real_tokens(feeds, session(fp32).run(None, feeds)[0])
@@ -118,6 +141,20 @@ def main():
             if reference is None:  # the dynamic models: npuflow against the CPU EP itself
                 a = agreement(outputs["cpu_ep"], outputs["fp16"])
                 print(f"{'':<36} npuflow against the CPU EP: cosine {a.cosine:.9f}", flush=True)
+            claim = encoder_claim(report) if report.exists() else None
+            if claim is None:
+                print(f"  (no quantized encoder claimed in {label}: no cost row)", flush=True)
+                continue
+            batch, tokens = next(iter(feeds.values())).shape[:2]
+            cost_rows.append(dict(kind="quantized_encoder", form=claim.get("quant_form", ""),
+                                  model=label, family=claim.get("family", ""), tokens=int(tokens),
+                                  hidden=claim.get("hidden", 0),
+                                  flops=claimed_flops(claim, int(tokens)) * int(batch),
+                                  npuflow_ms=statistics.median(times["fp16"]), cpu_ep_ms=cpu_ms))
+    if args.write_costs:
+        written = write_rows(args.costs, {"quantized_encoder"}, cost_rows, args.threads,
+                             "bench/quantized_encoders.py --write-costs")
+        print(f"wrote {len(cost_rows)} quantized_encoder rows to {written}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,10 @@ struct VisionEncoderClaim {
   // Matched on a QDQ graph's float reading (NPUFLOW_QUANT=fp16): weights read through their
   // DequantizeLinear, activation Q/DQ pairs dropped.
   bool dequantized = false;
+  // How its weights are quantized (dequantized only): "dynamic_int8" (DynamicQuantizeLinear ->
+  // MatMulInteger linears) or "qdq" (DequantizeLinear weights). The CPU EP runs the two forms at
+  // different speeds, so a measured cost vouches only for its own form.
+  std::string quant_form;
   std::string input;  // pixels [B,C,H,W] or the stream [B,T,D]
   std::string patch_weight, patch_bias;
   int64_t stride_h = 1, stride_w = 1;

@@ -38,6 +38,14 @@ std::string mixed_dynamic_projection(const DequantizedView& view,
   return {};
 }
 
+bool has_dynamic_projection(const DequantizedView& view, const VisionEncoderClaim& encoder) {
+  for (const EncoderLayerRef& layer : encoder.layers) {
+    for (const DenseRef* part : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.fc1, &layer.fc2})
+      if (view.dynamic_weight(part->weight) != nullptr) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 QuantMode quant_mode(const std::string& value) {
@@ -77,6 +85,8 @@ ClaimSet match_encoders_in_quantized_graph(const GraphView& graph, QuantMode mod
     }
     claim.nodes.assign(nodes.begin(), nodes.end());
     claim.encoder.dequantized = true;
+    claim.encoder.quant_form =
+        has_dynamic_projection(dequantized, claim.encoder) ? "dynamic_int8" : "qdq";
     return false;
   });
   if (as_written.empty()) return encoders;

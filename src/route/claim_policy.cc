@@ -133,6 +133,7 @@ Result<CostTable> load_cost_table(const std::string& path) {
     cost.kind = row["kind"].string();
     cost.model = row["model"].string();
     cost.family = row["family"].string();
+    cost.form = row["form"].string();
     cost.tokens = static_cast<int64_t>(row["tokens"].number());
     cost.hidden = static_cast<int64_t>(row["hidden"].number());
     cost.rows = static_cast<int64_t>(row["rows"].number());
@@ -156,6 +157,7 @@ ClaimVerdict judge_claim(const Claim& claim, const CostTable* table,
   if (table != nullptr) {
     for (const MeasuredCost& row : table->rows) {
       if (row.kind != kind) continue;
+      if (claim.kind == ClaimKind::kVisionEncoder && row.form != claim.encoder.quant_form) continue;
       // Shape first; between rows of the same shape (ViT and CLIP are both 197 x 768), the
       // claim's own family.
       const double distance =
@@ -167,15 +169,22 @@ ClaimVerdict judge_claim(const Claim& claim, const CostTable* table,
               : log_distance(static_cast<double>(work.rows), static_cast<double>(row.rows)) +
                     log_distance(static_cast<double>(work.k), static_cast<double>(row.k)) +
                     log_distance(static_cast<double>(work.n), static_cast<double>(row.n));
-      if (distance < best) {
-        best = distance;
+      // Among rows equally near (one shape measured in several forms, e.g. a QDQ encoder with
+      // int8 and with uint8 activations, which the CPU EP runs at different speeds), the least
+      // favourable to npuflow: do no harm.
+      const bool tie = nearest != nullptr && std::abs(distance - best) <= 1e-12;
+      if (distance < best - 1e-12 ||
+          (tie && row.npuflow_ms * nearest->cpu_ep_ms > nearest->npuflow_ms * row.cpu_ep_ms)) {
+        best = std::min(best, distance);
         nearest = &row;
       }
     }
   }
   if (nearest == nullptr) {
     verdict.reason = "no_measured_cost";
-    verdict.detail = str_cat("claim=faster and no ", kind, " cost measured on this machine (",
+    const std::string form =
+        claim.encoder.quant_form.empty() ? "" : str_cat(" (", claim.encoder.quant_form, ")");
+    verdict.detail = str_cat("claim=faster and no ", kind, form, " cost measured on this machine (",
                              table ? table->path : table_path,
                              "); `make bench` measures them, NPUFLOW_CLAIM=all claims regardless");
     return verdict;

@@ -40,6 +40,7 @@ struct MeasuredCost {
   int64_t rows = 0, k = 0, n = 0;  // QDQ layers: the first GEMM's shape
   double flops = 0;                // 2 x MACs of all its GEMM work, attention included
   double npuflow_ms = 0, cpu_ep_ms = 0;
+  std::string form;  // quantized encoders: the quant_form measured (a row vouches for it only)
 };
 
 struct CostTable {

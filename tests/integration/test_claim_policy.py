@@ -26,11 +26,11 @@ def explain(tmp_path, model=FIXTURE, **env):
     return result.stdout
 
 
-def table(tmp_path, npuflow_ms, cpu_ep_ms, kind="vision_encoder", extra=()):
+def table(tmp_path, npuflow_ms, cpu_ep_ms, kind="vision_encoder", extra=(), form=""):
     path = tmp_path / "costs.json"
     path.write_text(json.dumps({"machine": "test", "rows": [{
         "kind": kind, "model": "measured ViT" if kind == "vision_encoder" else f"measured {kind}", "tokens": 17, "hidden": 64,
-        "flops": 1e8, "npuflow_ms": npuflow_ms, "cpu_ep_ms": cpu_ep_ms}, *extra]}))
+        "flops": 1e8, "npuflow_ms": npuflow_ms, "cpu_ep_ms": cpu_ep_ms, "form": form}, *extra]}))
     return str(path)
 
 
@@ -75,10 +75,18 @@ def test_a_dynamic_int8_encoder_and_its_groups_answer_to_measurements_of_their_o
                   NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5))
     assert "0 of 1 vision encoders claimed" in out, out
     assert f" 0 of " in out.split(groups)[0].splitlines()[-1], out
-    assert "no quantized_encoder cost measured" in out and "no integer_matmul cost" in out, out
+    assert "no quantized_encoder (dynamic_int8) cost measured" in out, out
+    assert "no integer_matmul cost" in out, out
+    # A QDQ-quantized encoder measured faster at this shape does not vouch for a dynamic one.
+    out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5, kind="quantized_encoder",
+                                            form="qdq"))
+    assert "0 of 1 vision encoders claimed" in out, out
+    assert "no quantized_encoder (dynamic_int8) cost measured" in out, out
     # The quantized encoder measured not slower: claimed as one node, its groups inside it.
     out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
-                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5, kind="quantized_encoder"))
+                  NPUFLOW_CLAIM_COSTS=table(tmp_path, 1.0, 1.5, kind="quantized_encoder",
+                                            form="dynamic_int8"))
     assert "1 of 1 vision encoders claimed" in out, out
     assert "inside_quantized_encoder" in out, out
     # Measured slower: declined with both costs, and the groups it gives back are judged alone
@@ -87,7 +95,7 @@ def test_a_dynamic_int8_encoder_and_its_groups_answer_to_measurements_of_their_o
                    "n": 64, "flops": 1e6, "npuflow_ms": 0.1, "cpu_ep_ms": 0.2}
     out = explain(tmp_path, model, NPUFLOW_CLAIM="faster",
                   NPUFLOW_CLAIM_COSTS=table(tmp_path, 2.0, 1.5, kind="quantized_encoder",
-                                            extra=[integer_row]))
+                                            extra=[integer_row], form="dynamic_int8"))
     assert "0 of 1 vision encoders claimed" in out and "slower_than_cpu_ep" in out, out
     claimed, candidates = out.split(groups)[0].splitlines()[-1].split("': ")[1].split(" of ")
     assert int(claimed) == int(candidates) > 0, out

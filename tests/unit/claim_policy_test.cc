@@ -135,24 +135,42 @@ TEST(ClaimPolicy, AQuantizedEncoderIsJudgedOnlyByQuantizedEncoders) {
   const CostTable floats = table();
   Claim quantized = encoder_claim(197, 768);
   quantized.encoder.dequantized = true;
+  quantized.encoder.quant_form = "dynamic_int8";
   ASSERT_TRUE(judge_claim(encoder_claim(197, 768), &floats, floats.path).keep);
   const ClaimVerdict unmeasured = judge_claim(quantized, &floats, floats.path);
   EXPECT_FALSE(unmeasured.keep);
   EXPECT_EQ(unmeasured.reason, "no_measured_cost");
-  EXPECT_NE(unmeasured.detail.find("quantized_encoder"), std::string::npos) << unmeasured.detail;
+  EXPECT_NE(unmeasured.detail.find("quantized_encoder (dynamic_int8)"), std::string::npos)
+      << unmeasured.detail;
   CostTable measured = floats;
   MeasuredCost row = floats.rows[0];
   row.kind = "quantized_encoder";
   row.model = "MiniLM-q";
   row.npuflow_ms = 30.0;
   row.cpu_ep_ms = 29.0;
+  // A QDQ encoder measured at the shape does not vouch for a dynamic one: the CPU EP runs the
+  // forms at different speeds.
+  row.form = "qdq";
   measured.rows.push_back(row);
+  EXPECT_EQ(judge_claim(quantized, &measured, measured.path).reason, "no_measured_cost");
+  measured.rows.back().form = "dynamic_int8";
   const ClaimVerdict slower = judge_claim(quantized, &measured, measured.path);
   EXPECT_FALSE(slower.keep);
   EXPECT_EQ(slower.reason, "slower_than_cpu_ep");
   EXPECT_NE(slower.detail.find("MiniLM-q"), std::string::npos) << slower.detail;
   measured.rows.back().npuflow_ms = 25.0;
   EXPECT_TRUE(judge_claim(quantized, &measured, measured.path).keep);
+  // The same shape measured again, slower (another activation type of the same form): the least
+  // favourable row decides, whichever comes first.
+  MeasuredCost slower_form = measured.rows.back();
+  slower_form.model = "MiniLM-q, uint8 activations";
+  slower_form.npuflow_ms = 40.0;
+  measured.rows.push_back(slower_form);
+  const ClaimVerdict pessimistic = judge_claim(quantized, &measured, measured.path);
+  EXPECT_FALSE(pessimistic.keep);
+  EXPECT_NE(pessimistic.detail.find("uint8 activations"), std::string::npos) << pessimistic.detail;
+  std::swap(measured.rows[measured.rows.size() - 1], measured.rows[measured.rows.size() - 2]);
+  EXPECT_FALSE(judge_claim(quantized, &measured, measured.path).keep);
 }
 
 TEST(ClaimPolicy, IntegerGroupsAreJudgedByMeasuredIntegerGroups) {
