@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
-from conftest import CLI
+from conftest import CLI, ROOT
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vision" / "vit_dynamo.onnx"
 
@@ -103,3 +104,25 @@ def test_a_dynamic_int8_encoder_and_its_groups_answer_to_measurements_of_their_o
     out = explain(tmp_path, model, NPUFLOW_CLAIM="all",
                   NPUFLOW_CLAIM_COSTS=table(tmp_path, 2.0, 1.5, kind="quantized_encoder"))
     assert "1 of 1 vision encoders claimed" in out, out
+
+
+def test_each_bench_replaces_only_its_own_kinds_in_the_cost_table(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    from cost_table import machine_signature, write_rows
+    path = tmp_path / "costs.json"
+    float_row = {"kind": "vision_encoder", "model": "ViT", "tokens": 197, "hidden": 768,
+                 "flops": 1.0, "npuflow_ms": 1.0, "cpu_ep_ms": 2.0}
+    quantized_row = {"kind": "quantized_encoder", "form": "qdq", "model": "MiniLM QDQ",
+                     "tokens": 29, "hidden": 384, "flops": 1.0, "npuflow_ms": 3.0,
+                     "cpu_ep_ms": 2.0}
+    write_rows(path, {"vision_encoder"}, [float_row], 2, "encoders")
+    write_rows(path, {"quantized_encoder"}, [quantized_row], 2, "quantized")
+    write_rows(path, {"quantized_encoder"}, [dict(quantized_row, model="again")], 2, "quantized")
+    written = json.loads(path.read_text())
+    assert written["machine"] == machine_signature()
+    assert [r["model"] for r in written["rows"]] == ["ViT", "again"]
+    assert written["commands"] == ["encoders", "quantized"]
+    # Rows of another machine are never kept.
+    path.write_text(json.dumps({"machine": "elsewhere", "rows": [float_row]}))
+    write_rows(path, {"quantized_encoder"}, [quantized_row], 2, "quantized")
+    assert [r["model"] for r in json.loads(path.read_text())["rows"]] == ["MiniLM QDQ"]
