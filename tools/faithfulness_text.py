@@ -1,6 +1,7 @@
 """The text-encoder table of docs/faithfulness.md: the real all-MiniLM-L6-v2 and e5-small-v2
 (tools/setup.sh fetches them) on a padded batch of real sentences, npuflow against the CPU EP on
-`host` and `sim` at each optimization level.
+`host`, `sim` and `sim` with attention on the device (`attention=device`, librocketnpu's flash
+attention) at each optimization level.
 
     NPUFLOW_BUILD_DIR=build .venv/bin/python tools/faithfulness_text.py
 """
@@ -40,11 +41,13 @@ def main():
             options.log_severity_level = 3
             [ref] = ort.InferenceSession(path, options,
                                          providers=["CPUExecutionProvider"]).run(None, feed)
-            for device in ("host", "sim"):
+            for device, knobs in (("host", {"device": "host"}), ("sim", {"device": "sim"}),
+                                  ("sim, attention=device",
+                                   {"device": "sim", "attention": "device"})):
                 options = ort.SessionOptions()
                 options.graph_optimization_level = value
                 options.log_severity_level = 3
-                options.add_provider_for_devices(devices, {"device": device})
+                options.add_provider_for_devices(devices, knobs)
                 [got] = ort.InferenceSession(path, options).run(None, feed)
                 tokens = zip(ref.reshape(-1, ref.shape[-1]), got.reshape(-1, got.shape[-1]))
                 worst = min(agreement(r, g).cosine for r, g in tokens)

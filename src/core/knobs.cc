@@ -47,6 +47,13 @@ constexpr std::array kKnobs = {
     KnobSpec{"heads", "NPUFLOW_HEADS", KnobKind::kInt, "0", "0..4096",
              "Attention head count of a claimed vision encoder. 0 infers it from the graph's head "
              "split; when that is impossible the refusal names this knob."},
+    KnobSpec{"attention", "NPUFLOW_ATTENTION", KnobKind::kChoice, "auto", "auto|device|host",
+             "Where a claimed encoder's attention runs when its projections run on an NPU "
+             "(sim, rocket). device: on the NPU (librocketnpu's flash attention; a call it "
+             "refuses, such as a per-head bias, runs on the host); host: npuflow's fp32 host "
+             "kernels; auto: the device from the token count at which the board model prices "
+             "it faster than the host (per-head submits make short sequences lose). Unused on "
+             "the host device."},
     KnobSpec{"min_rows", "NPUFLOW_MIN_ROWS", KnobKind::kInt, "16", "1..1048576",
              "A fused QDQ or integer MatMul call with fewer activation rows runs the host "
              "integer loop instead of the device. Unused on the host device, whose own kernels "

@@ -55,6 +55,27 @@ struct DeviceOptions {
 using Int32BlockSink = std::function<void(int64_t row, int64_t col, int64_t rows, int64_t cols,
                                           const int32_t* data, int64_t ld)>;
 
+// One multi-head attention call in fp16, in librocketnpu's flash-attention layout (head-major,
+// every array dense, binary16 bit patterns). For query head h and its kv head h / (heads /
+// kv_heads):
+//   S = scale * Q_h K_kv^T + mask;  P = softmax(S) over the keys;  out_h = P V_kv
+// q: [heads][tokens][head_dim]; k: [kv_heads][kv][head_dim]; v: [kv_heads][dv][kv] (transposed);
+// mask: [tokens][kv] additive, shared by every head (nullptr: none); out: [heads][tokens][dv].
+// A query row whose scores are all -inf gets zeros.
+struct Fp16Attention {
+  int64_t tokens = 0, kv = 0, head_dim = 0, dv = 0, heads = 0, kv_heads = 0;
+  float scale = 1.0f;
+  const uint16_t* q = nullptr;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  const uint16_t* mask = nullptr;
+  uint16_t* out = nullptr;
+};
+
+// invalid_argument for a call no device could take (empty shapes, null operands, heads not a
+// multiple of kv_heads); OK otherwise.
+Status check_attention_call(const Fp16Attention& call);
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -125,6 +146,11 @@ class Device {
   virtual Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
                                 const PackedWeight& w, const float* w_scales, float* c,
                                 const ExecContext& context);
+
+  // Attention (see Fp16Attention). Host: the exact reference (fp32 scores, softmax and sums from
+  // the fp16 operands, one rounding of the output). RK3588 (sim): librocketnpu's flash attention
+  // (fp16 scores, host softmax with P rounded to fp16 twice, fp16 P V; head_dim % 32, dv % 16).
+  virtual Status attention_fp16(const Fp16Attention& call, const ExecContext& context);
 
   // What the device did this session (calls, submits, bytes moved, modelled time), as text lines
   // for NPUFLOW_PROF=1; empty when the device keeps no profile.

@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/float_exact_int8.h"
+#include "host/fp16_attention.h"
 #include "host/int8_gemm_loop.h"
 #include "host/onednn_weight.h"
 
@@ -509,6 +510,12 @@ Status HostDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_
       }
     }
   });
+  return Status::ok();
+}
+
+Status HostDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
+  fp16_attention_reference(call, context);
   return Status::ok();
 }
 

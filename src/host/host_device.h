@@ -49,6 +49,8 @@ class HostDevice final : public Device {
   Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
                         const float* w_scales, float* c, const ExecContext& context) override;
 
+  Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "ops/device_attention.h"
 #include "ops/host_attention.h"
 #include "ops/rotary.h"
 #include "ops/side_operands.h"
@@ -80,6 +81,8 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   // projections up to and including that layer's q/k/v stay exact.
   std::string hazard;
   const int64_t last_hazard = plan->host_ ? last_fp16_attention_hazard(spec, &hazard) : -1;
+  plan->last_hazard_ = last_hazard;
+  if (plan->host_) plan->device_attention_min_tokens_ = spec.device_attention_min_tokens;
   if (last_hazard >= 0) {
     plan->logger_.warning(str_cat(plan->name_, ": the projections through layer ", last_hazard,
                                   "'s q/k/v stay on the host (", hazard, ")"));
@@ -457,14 +460,31 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
     NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, rp, rows, s.qkv.data(), context));
     float* ctx = s.ctx.data();
     const AttentionBias no_bias;
+    const bool on_device = device_attention_min_tokens_ &&
+                           tokens >= *device_attention_min_tokens_ &&
+                           static_cast<int64_t>(li) > last_hazard_;
     for (int64_t i = 0; i < images; ++i) {
       float* qkv = s.qkv.data() + i * tokens * 3 * d;
       const auto image = static_cast<size_t>(i);
       if (L.rope) apply_rotary(qkv, tokens, d, heads_, s.rotary[image][li]);
-      host_attention(
-          qkv, {tokens, d, heads_}, L.scale,
-          L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias,
-          L.nan_to_zero, ctx + i * tokens * d, context);
+      const AttentionBias& bias =
+          L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias;
+      if (on_device) {
+        bool expressible = false;
+        const Status status = device_attention(*device_, qkv, {tokens, d, heads_}, L.scale, bias,
+                                               ctx + i * tokens * d, context, &expressible);
+        if (status.is_ok()) continue;
+        if (!expressible && !inexpressible_attention_logged_.exchange(true)) {
+          logger_.info(str_cat(name_, ": a ", tokens, "-token attention runs on the host (",
+                               status.message(), "; reported once)"));
+        } else if (expressible && !attention_fallback_logged_.exchange(true)) {
+          logger_.warning(str_cat(name_, ": ", device_->name(), " did not take a ", tokens,
+                                  "-token attention (", status.to_string(),
+                                  "); such calls run on the host (reported once)"));
+        }
+      }
+      host_attention(qkv, {tokens, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
+                     context);
     }
     zero_rows(ctx, rows, rp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, rp, rows, s.tmp.data(), context));

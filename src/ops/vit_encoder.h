@@ -118,6 +118,9 @@ struct VitEncoderSpec {
   std::vector<EncoderLayerWeights> layers;
   std::vector<NormWeights> exit_norms;
   std::vector<EncoderExit> exits;
+  // On an fp16 device, attention over at least this many tokens runs on the device
+  // (Device::attention_fp16, the host again for a call it refuses); nullopt: always the host.
+  std::optional<int64_t> device_attention_min_tokens;
 };
 
 // The last layer whose softmax fp16 rounding before it would reorder (an attention scale over
@@ -208,6 +211,10 @@ class VitEncoder {
   std::shared_ptr<Device> device_;
   std::shared_ptr<Device> host_;  // the exact fallback when device_ is not the host
   mutable std::atomic<bool> fallback_logged_{false};
+  mutable std::atomic<bool> attention_fallback_logged_{false};       // the device refused or failed
+  mutable std::atomic<bool> inexpressible_attention_logged_{false};  // fp16 or one mask cannot
+  std::optional<int64_t> device_attention_min_tokens_;
+  int64_t last_hazard_ = -1;  // layers up to this one keep attention on the host
   Logger logger_;
   int64_t hidden_ = 0, heads_ = 0;
   bool from_pixels_ = true;

@@ -12,6 +12,7 @@
 #include "ort/fused_node_inputs.h"
 #include "ort/npuflow_ep.h"
 #include "ort/program_node_compute.h"
+#include "route/attention_route.h"
 
 namespace npuflow::ort {
 
@@ -41,6 +42,25 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   spec.hidden = claim.hidden;
   spec.heads = claim.heads;
   spec.from_pixels = claim.from_pixels;
+  if (device_->float_compute_type() == ElementType::kFloat16 && claim.heads > 0) {
+    AttentionRouteQuery attention;
+    attention.head_dim = claim.hidden / claim.heads;
+    attention.heads = claim.heads;
+    attention.workers = static_cast<int>(knobs_.integer("sim_workers"));
+    const auto placement = parse_attention_placement(knobs_.text("attention"));
+    spec.device_attention_min_tokens =
+        device_attention_min_tokens(placement.value_or(AttentionPlacement::kAuto), attention);
+    logger_.info(str_cat(
+        claim.family, " encoder: attention on ", device_->name(),
+        spec.device_attention_min_tokens
+            ? str_cat(" from ", *spec.device_attention_min_tokens, " tokens")
+            : str_cat(" never, on the host",
+                      attention.head_dim % kAttentionHeadDimMultiple != 0
+                          ? str_cat(" (head_dim ", attention.head_dim, " is not a multiple of ",
+                                    kAttentionHeadDimMultiple, ", flash attention's contract)")
+                          : std::string()),
+        " (attention=", knobs_.text("attention"), ")"));
+  }
   std::vector<std::vector<float>> owned;  // gathered side operands, alive until create() copies
   Status failed = Status::ok();
   auto ref = [&](const std::string& name) -> FloatRef {
@@ -250,7 +270,9 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     auto verifier = std::make_shared<const ClaimVerifier>(
         str_cat(claim.family, " encoder (", claim.layers.size(), " layers, fused node '",
                 shared->name(), "')"),
-        ClaimGate::for_float_device(device_->float_compute_type()), logger_, std::move(ref));
+        ClaimGate::for_float_device(device_->float_compute_type(),
+                                    spec.device_attention_min_tokens.has_value()),
+        logger_, std::move(ref));
     totals_->verifiers.push_back(verifier);
     *out = new EncoderNodeCompute(std::move(shared), std::move(binding), std::move(verifier),
                                   ref_plan);

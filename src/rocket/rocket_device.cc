@@ -47,6 +47,7 @@ struct RocketDevice::State {
   rocket_ctx* fp16_ctx = nullptr;
   rocket_i8_ctx* int8_ctx = nullptr;
   rocket_i4_ctx* int4_ctx = nullptr;
+  rocket_fa_ctx* attention_ctx = nullptr;
   mutable std::mutex profile_mutex;
   std::map<std::string, int64_t> calls;     // entry point -> calls
   std::map<std::string, int64_t> refusals;  // "entry point: status" -> count
@@ -56,6 +57,7 @@ struct RocketDevice::State {
     if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
     if (int8_ctx != nullptr) library->i8_ctx_free(int8_ctx);
     if (int4_ctx != nullptr) library->i4_ctx_free(int4_ctx);
+    if (attention_ctx != nullptr) library->fa_ctx_free(attention_ctx);
   }
 
   void count(const char* entry) {
@@ -74,20 +76,27 @@ struct RocketDevice::State {
     return status;
   }
 
+  // Creates a context on first use, under the caller's hold of `mutex`; on librocketnpu-sim
+  // every context of this device joins one simulated device (its group).
+  template <typename Ctx, typename Create>
+  Status ensure_context(Ctx*& ctx, const char* create_entry, Create&& create) {
+    if (ctx != nullptr) return Status::ok();
+    if (library->sim_next_context != nullptr) {
+      library->sim_next_context(str_cat(options.sim_options, ";group=", sim_group).c_str());
+    }
+    count(create_entry);
+    ctx = create(options.workers);
+    if (ctx == nullptr) return refuse(create_entry, ROCKET_E_DEVICE, create_entry);
+    return Status::ok();
+  }
+
   // Creates the context on first use (`create_entry`), then packs one weight on it
   // (`pack_entry`), under the context lock. `pack` returns the library's handle or null.
   template <typename Ctx, typename Handle, typename Create, typename Pack>
   Status pack_resident(Ctx*& ctx, const char* create_entry, Create&& create, const char* pack_entry,
                        Handle*& handle, Pack&& pack, const std::string& shape) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (ctx == nullptr) {
-      if (library->sim_next_context != nullptr) {
-        library->sim_next_context(str_cat(options.sim_options, ";group=", sim_group).c_str());
-      }
-      count(create_entry);
-      ctx = create(options.workers);
-      if (ctx == nullptr) return refuse(create_entry, ROCKET_E_DEVICE, create_entry);
-    }
+    NPUFLOW_RETURN_IF_ERROR(ensure_context(ctx, create_entry, create));
     count(pack_entry);
     handle = pack(ctx);
     if (handle == nullptr) {
@@ -440,6 +449,39 @@ Status RocketDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int6
     return state_->refuse(entry, code, str_cat(entry, " at ", m, "x", k, "x", np));
   for (int64_t row = 0; row < m; ++row) {
     std::memcpy(c + row * n, out.data() + row * np, static_cast<size_t>(n) * sizeof(float));
+  }
+  return Status::ok();
+}
+
+Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
+  const RocketLibrary& lib = *state_->library;
+  if (!lib.has_flash_attention()) {
+    return unsupported(str_cat("librocketnpu '", lib.path, "' has no rocket_flash_attn_fp16_ctx"));
+  }
+  constexpr const char* kEntry = "rocket_flash_attn_fp16_ctx";
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    NPUFLOW_RETURN_IF_ERROR(
+        state_->ensure_context(state_->attention_ctx, "rocket_fa_ctx_create", lib.fa_ctx_create));
+    state_->count(kEntry);
+    code = state_->call_with_pool(context, [&] {
+      const auto half = [](const uint16_t* bits) {
+        return reinterpret_cast<const _Float16*>(bits);
+      };
+      return lib.flash_attn_fp16_ctx(
+          state_->attention_ctx, static_cast<int>(call.tokens), static_cast<int>(call.kv),
+          static_cast<int>(call.head_dim), static_cast<int>(call.dv), static_cast<int>(call.heads),
+          static_cast<int>(call.kv_heads), call.scale, 0.0f, half(call.q), half(call.k),
+          half(call.v), call.mask != nullptr ? half(call.mask) : nullptr,
+          reinterpret_cast<_Float16*>(call.out));
+    });
+  }
+  if (code != ROCKET_OK) {
+    return state_->refuse(kEntry, code,
+                          str_cat(kEntry, " at tokens=", call.tokens, " kv=", call.kv, " head_dim=",
+                                  call.head_dim, " dv=", call.dv, " heads=", call.heads));
   }
   return Status::ok();
 }

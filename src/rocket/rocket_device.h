@@ -19,6 +19,8 @@
 //   -4 -> kDeviceFailure. Every refusal or failure makes the caller run the host reference.
 // - int4 (N%64) and group-wise weights: N zero-padded with zero scales; a group-wise K is the
 //   caller's (a multiple of its group, which the library checks).
+// - Attention: the caller's pre-scaled fp16 Q, K and transposed V go to the library as they are
+//   (Fp16Attention is the library's layout); softcap is 0.
 #pragma once
 
 #include <memory>
@@ -74,6 +76,11 @@ class RocketDevice final : public Device {
                                                               int64_t group) override;
   Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
                         const float* w_scales, float* c, const ExecContext& context) override;
+
+  // Flash attention (rocket_flash_attn_fp16_ctx on one persistent rocket_fa_ctx), where the
+  // library has it. The library pads tokens and keys itself; head_dim % 32 and dv % 16 are its
+  // rules (ROCKET_E_SHAPE otherwise).
+  Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
 
   // Calls per librocketnpu entry point, refusals and failures by return code; on
   // librocketnpu-sim, the simulator's session profile after them.

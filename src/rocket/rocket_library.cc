@@ -59,6 +59,9 @@ Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& pa
   resolve(h, "rocket_i4_weights_bytes", library->i4_weights_bytes, optional);
   resolve(h, "rocket_matmul_int4_prepacked", library->matmul_int4_prepacked, optional);
   resolve(h, "rocket_matmul_int4_prepacked_gw", library->matmul_int4_prepacked_gw, optional);
+  resolve(h, "rocket_fa_ctx_create", library->fa_ctx_create, optional);
+  resolve(h, "rocket_fa_ctx_free", library->fa_ctx_free, optional);
+  resolve(h, "rocket_flash_attn_fp16_ctx", library->flash_attn_fp16_ctx, optional);
   resolve(h, "rocketsim_last_error", library->sim_last_error, optional);
   resolve(h, "rocketsim_next_context", library->sim_next_context, optional);
   resolve(h, "rocketsim_lend_pool", library->sim_lend_pool, optional);

@@ -15,6 +15,7 @@
 #if !defined(__FLT16_MAX__) && !defined(ROCKET_FLOAT16_T)
 #define ROCKET_FLOAT16_T uint16_t
 #endif
+#include <rocket_attn.h>
 #include <rocket_matmul.h>
 #include <rocket_npu.h>
 
@@ -49,11 +50,16 @@ struct RocketLibrary {
   decltype(&rocket_i4_weights_bytes) i4_weights_bytes = nullptr;
   decltype(&rocket_matmul_int4_prepacked) matmul_int4_prepacked = nullptr;
   decltype(&rocket_matmul_int4_prepacked_gw) matmul_int4_prepacked_gw = nullptr;
+  // Optional: flash attention on a persistent context (rocket_attn.h).
+  decltype(&rocket_fa_ctx_create) fa_ctx_create = nullptr;
+  decltype(&rocket_fa_ctx_free) fa_ctx_free = nullptr;
+  decltype(&rocket_flash_attn_fp16_ctx) flash_attn_fp16_ctx = nullptr;
   bool has_groupwise_int8() const { return i8_weights_pack_gw && matmul_int8_prepacked_gw; }
   bool has_int4() const {
     return i4_ctx_create && i4_ctx_free && i4_weights_pack && i4_weights_free && i4_weights_bytes &&
            matmul_int4_prepacked;
   }
+  bool has_flash_attention() const { return fa_ctx_create && fa_ctx_free && flash_attn_fp16_ctx; }
   bool has_groupwise_int4() const {
     return has_int4() && i4_weights_pack_gw && matmul_int4_prepacked_gw;
   }

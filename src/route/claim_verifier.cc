@@ -94,9 +94,11 @@ GateResult measure_cosine(const ClaimGate& gate, const std::vector<NodeOutput>& 
 
 }  // namespace
 
-ClaimGate ClaimGate::for_float_device(ElementType compute_type) {
-  // The bars of tests/integration/gates.py: fp32 throughout, or fp16 operands.
-  return compute_type == ElementType::kFloat32 ? cosine(0.99999, 1e-5) : cosine(0.9999, 1e-3);
+ClaimGate ClaimGate::for_float_device(ElementType compute_type, bool device_attention) {
+  // The bars of tests/integration/gates.py: fp32 throughout, fp16 operands, or fp16 operands and
+  // librocketnpu's flash attention (fp16 scores before the softmax).
+  if (compute_type == ElementType::kFloat32) return cosine(0.99999, 1e-5);
+  return device_attention ? cosine(0.9999, 1e-2) : cosine(0.9999, 1e-3);
 }
 
 std::string ClaimGate::describe() const {

@@ -35,7 +35,9 @@ struct ClaimGate {
     return {false, min_cosine, max_rel_l2};
   }
   // The float gate for a device computing in `compute_type`: fp32 (host) or fp16 (an NPU).
-  static ClaimGate for_float_device(ElementType compute_type);
+  // device_attention: the encoder may run attention on the device (its fp16 scores widen the
+  // relative L2 bar to 1e-2).
+  static ClaimGate for_float_device(ElementType compute_type, bool device_attention = false);
   std::string describe() const;
 };
 

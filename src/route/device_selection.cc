@@ -39,7 +39,8 @@ Result<std::unique_ptr<Device>> load_rocket(const DeviceConfig& config,
 // The sim knobs as librocketnpu-sim's context options.
 std::string sim_library_options(const sim::SimOptions& sim) {
   return str_cat("kacc=", sim::kacc_mode_name(sim.kacc), ";fail_every=", sim.fail_every,
-                 ";corrupt_every=", sim.corrupt_every);
+                 ";corrupt_every=", sim.corrupt_every,
+                 ";iova_bytes_per_fd=", sim.iova_bytes_per_fd);
 }
 
 }  // namespace

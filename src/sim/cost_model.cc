@@ -193,6 +193,35 @@ CostEstimate CostModel::npu(const CostQuery& query) {
   return e;
 }
 
+CostEstimate CostModel::attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
+                                  int64_t heads, int workers, bool patched_kernel) {
+  CostEstimate total;
+  auto add = [&](int64_t m, int64_t k, int64_t n) {
+    CostQuery query;
+    query.type = NpuType::kFp16;
+    query.m = m;
+    query.k = k;
+    query.n = n;
+    query.workers = workers;
+    query.resident = false;
+    query.kind = GemmKind::kAttentionScore;
+    query.patched_kernel = patched_kernel;
+    const CostEstimate e = npu(query);
+    const auto h = static_cast<double>(heads);
+    total.device_us += e.device_us * h;
+    total.host_us += e.host_us * h;
+    total.tiles += e.tiles * heads;
+    total.jobs += e.jobs * heads;
+    total.serial_jobs += e.serial_jobs * heads;
+    total.bytes_packed += e.bytes_packed * heads;
+    total.bytes_read_back += e.bytes_read_back * heads;
+    total.ops += e.ops * heads;
+  };
+  add(tokens, head_dim, kv);
+  add(tokens, kv, dv);
+  return total;
+}
+
 std::string CostModel::describe() {
   std::string text;
   for (const CostConstant& c : kConstants) {

@@ -75,6 +75,12 @@ class CostModel {
  public:
   // A shape outside the contract is first padded (M to 4, K to 32, N to the dtype's multiple).
   static CostEstimate npu(const CostQuery& query);
+  // librocketnpu's flash attention (rocket_flash_attn_fp16_ctx): per query head, Q K^T
+  // (tokens x head_dim x kv) and P V (tokens x kv x dv) with both operands packed per call, at
+  // the attention rate (attention_penalty). Chaining the heads into one job per worker
+  // (ROCKET_FA_CHAIN) is not modelled, so this prices every head's submits: an upper bound.
+  static CostEstimate attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
+                                int64_t heads, int workers, bool patched_kernel);
   // The modelled RK3588 CPU (A76 cluster) for the same matmul, in microseconds.
   static double cpu_us(NpuType type, int64_t m, int64_t k, int64_t n);
   // Derived: one fd's compute rate for `type` (GOP/s) that reproduces the calibration figure.

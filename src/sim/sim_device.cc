@@ -10,6 +10,7 @@
 #include "core/scratch.h"
 #include "core/strings.h"
 #include "sim/cost_model.h"
+#include "sim/sim_attention.h"
 
 namespace npuflow::sim {
 namespace {
@@ -580,6 +581,56 @@ Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t
   return Status::ok();
 }
 
+Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
+  Status shape = check_attention_shape(call);
+  if (!shape.is_ok()) {
+    state_->refused();
+    return shape;
+  }
+  const SimOptions& o = state_->options;
+  const CostEstimate cost = CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv,
+                                                 call.heads, o.workers, o.patched_kernel);
+  const size_t out_count = static_cast<size_t>(call.heads * call.tokens * call.dv);
+  bool corrupt = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    SimProfile& p = state_->profile;
+    p.calls++;
+    p.attention_calls++;
+    const int64_t index = ++state_->submissions;
+    if (o.fail_every > 0 && index % o.fail_every == 0) {
+      p.failed++;
+      std::memset(call.out, 0x5a, out_count * sizeof(uint16_t));
+      return Status(StatusCode::kDeviceFailure,
+                    str_cat("ROCKET_E_DEVICE: injected submit failure on call ", index,
+                            " (sim_fail_every=", o.fail_every, ")"));
+    }
+    if (o.corrupt_every > 0 && index % o.corrupt_every == 0) {
+      corrupt = true;
+      p.corrupted++;
+    }
+    p.submits += cost.jobs;
+    p.tiles += cost.tiles;
+    p.bytes_packed += cost.bytes_packed;
+    p.bytes_read_back += cost.bytes_read_back;
+    p.device_ms += cost.device_us / 1e3;
+    p.host_ms += cost.host_us / 1e3;
+    p.cpu_ms += static_cast<double>(call.heads) *
+                (CostModel::cpu_us(NpuType::kFp16, call.tokens, call.head_dim, call.kv) +
+                 CostModel::cpu_us(NpuType::kFp16, call.tokens, call.kv, call.dv)) /
+                1e3;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  flash_attention(call, context);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (corrupt) call.out[0] = float_to_half_bits(corrupted(half_bits_to_float(call.out[0])));
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->profile.emulation_ms += ms;
+  return Status::ok();
+}
+
 std::string SimDevice::profile_report() const {
   const SimProfile p = profile();
   return str_cat(
@@ -590,6 +641,8 @@ std::string SimDevice::profile_report() const {
       "; modelled RK3588: device ", p.device_ms, " ms + host ", p.host_ms,
       " ms = ", p.device_ms + p.host_ms, " ms (its CPU alone: ", p.cpu_ms, " ms); emulation here ",
       p.emulation_ms, " ms wall\n",
+      p.attention_calls > 0 ? str_cat("  of the calls, ", p.attention_calls, " flash attention\n")
+                            : std::string(),
       state_->options.corrupt_every > 0
           ? str_cat("  corrupted ", p.corrupted, " call outputs on purpose (sim_corrupt_every=",
                     state_->options.corrupt_every, ")\n")

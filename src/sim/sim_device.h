@@ -41,11 +41,12 @@ struct SimOptions {
 };
 
 struct SimProfile {
-  int64_t calls = 0;      // accepted GEMM calls (failed ones included)
-  int64_t refused = 0;    // contract, tiling or IOVA refusals
-  int64_t failed = 0;     // injected submit failures
-  int64_t corrupted = 0;  // calls whose output was corrupted on purpose (corrupt_every)
-  int64_t submits = 0;    // jobs (<= 64 tiles each), all fds
+  int64_t calls = 0;            // accepted GEMM and attention calls (failed ones included)
+  int64_t attention_calls = 0;  // of which attention
+  int64_t refused = 0;          // contract, tiling or IOVA refusals
+  int64_t failed = 0;           // injected submit failures
+  int64_t corrupted = 0;        // calls whose output was corrupted on purpose (corrupt_every)
+  int64_t submits = 0;          // jobs (<= 64 tiles each), all fds
   int64_t tiles = 0;
   int64_t weights = 0;  // resident now
   int64_t resident_bytes = 0;
@@ -91,6 +92,9 @@ class SimDevice final : public Device {
                                                               int64_t group) override;
   Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
                         const float* w_scales, float* c, const ExecContext& context) override;
+
+  // librocketnpu's flash attention (sim/sim_attention.h), priced by CostModel::attention.
+  Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
 
   std::string profile_report() const override;
 

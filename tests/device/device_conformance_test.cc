@@ -7,11 +7,12 @@
 // one device. An optional primitive a device does not offer must refuse; one it offers must be
 // exact (integers) or within the fp16 bound. Opt-outs are explicit and say why: a target this
 // machine cannot reach skips with the reason (no board: the probe's summary). What only some
-// devices can be told to do (injected failures, a small IOVA window) is tested per device:
-// tests/unit/sim_*_test.cc and tests/rocket/.
+// devices can be told to do (injected failures, a small IOVA window) runs on the simulator, direct
+// and through the rocket adapter, and opts out elsewhere with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -48,6 +49,29 @@ Result<std::unique_ptr<Device>> make_device(const std::string& name) {
   auto chosen = create_device(config);
   if (!chosen.is_ok()) return chosen.status();
   return std::move(chosen.value().device);
+}
+
+// The same device told to misbehave (injected submit failures, a small IOVA window), or why it
+// cannot be: the host has nothing to inject into, and a board's faults are not ours to cause.
+Result<std::unique_ptr<Device>> make_faulty_device(const std::string& name,
+                                                   const sim::SimOptions& faults) {
+  if (name == "sim") return std::unique_ptr<Device>(std::make_unique<sim::SimDevice>(faults));
+  if (name == "rocket_sim") {
+#if defined(NPUFLOW_ROCKET_MODULE)
+    DeviceConfig config;
+    config.name = "sim";  // the rocket adapter on librocketnpu-sim, the faults as its options
+    config.sim = faults;
+    config.sim_via = "rocket";
+    config.rocket_module = NPUFLOW_ROCKET_MODULE;
+    config.rocket_sim_library = NPUFLOW_ROCKETNPU_SIM;
+    auto chosen = create_device(config);
+    if (!chosen.is_ok()) return chosen.status();
+    return std::move(chosen.value().device);
+#else
+    return unsupported("this build has no rocket module (no librocketnpu headers at configure)");
+#endif
+  }
+  return unsupported(str_cat(name, " cannot be told to fail (only the simulator can)"));
 }
 
 class Conformance : public ::testing::TestWithParam<std::string> {
@@ -277,6 +301,235 @@ TEST_P(Conformance, FourThreadsOnOneDeviceGetExactResults) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
+// Injected submit failures (every third call) are kDeviceFailure, and every call that succeeds
+// is exact: a failing device never answers wrongly. Attention calls count among them.
+TEST_P(Conformance, InjectedFailuresAreDeviceFailuresNeverWrongAnswers) {
+  sim::SimOptions faults;
+  faults.fail_every = 3;
+  auto faulty = make_faulty_device(GetParam(), faults);
+  if (!faulty.is_ok()) GTEST_SKIP() << faulty.status().message();
+  Device& device = *faulty.value();
+  const int64_t k = 96, n = 48, m = rows(8, ElementType::kInt8);
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, 21);
+  auto packed = device.pack_int8_weight(w.data(), k, n);
+  ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+  int failed = 0, exact = 0;
+  for (uint32_t call = 0; call < 9; ++call) {
+    const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -128, 127, 30 + call);
+    std::vector<int32_t> c(static_cast<size_t>(m * n));
+    const Status status =
+        device.gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), c.data(), {});
+    if (!status.is_ok()) {
+      EXPECT_EQ(status.code(), StatusCode::kDeviceFailure) << status.to_string();
+      failed++;
+    } else {
+      const std::vector<uint8_t> bytes(a.begin(), a.end());
+      exact += c == integer_reference(bytes.data(), true, w.data(), m, k, n);
+    }
+  }
+  EXPECT_EQ(failed, 3);
+  EXPECT_EQ(exact, 6);
+  // Calls 10..12: the twelfth fails, an attention call among them included.
+  int attention_failed = 0;
+  for (uint32_t call = 0; call < 3; ++call) {
+    std::vector<uint16_t> q = random_halves(8 * 32, 40 + call), out(8 * 32);
+    const Fp16Attention attention{8,    8,        32,       32,       1,       1,
+                                  0.2f, q.data(), q.data(), q.data(), nullptr, out.data()};
+    const Status status = device.attention_fp16(attention, {});
+    if (!status.is_ok()) {
+      EXPECT_EQ(status.code(), StatusCode::kDeviceFailure) << status.to_string();
+      attention_failed++;
+    }
+  }
+  EXPECT_EQ(attention_failed, 1);
+}
+
+// A weight beyond the IOVA window is refused (never a crash, never a wrong answer later); the
+// weights already resident keep computing exactly, and freeing one makes room again.
+TEST_P(Conformance, IovaExhaustionRefusesThePackAndKeepsTheResidentWeights) {
+  sim::SimOptions faults;
+  faults.iova_bytes_per_fd = 5 * 64 * 1024;  // room for five 256 x 256 int8 weights on one fd
+  faults.workers = 1;
+  auto faulty = make_faulty_device(GetParam(), faults);
+  if (!faulty.is_ok()) GTEST_SKIP() << faulty.status().message();
+  Device& device = *faulty.value();
+  const int64_t k = 256, n = 256, m = rows(4, ElementType::kInt8);
+  std::vector<std::unique_ptr<PackedWeight>> resident;
+  std::vector<std::vector<int8_t>> weights;
+  Status refused = Status::ok();
+  for (uint32_t i = 0; i < 64 && refused.is_ok(); ++i) {
+    weights.push_back(random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, 50 + i));
+    auto packed = device.pack_int8_weight(weights.back().data(), k, n);
+    if (packed.is_ok()) {
+      resident.push_back(std::move(packed).value());
+    } else {
+      refused = packed.status();
+      weights.pop_back();
+    }
+  }
+  ASSERT_FALSE(refused.is_ok()) << "64 weights of 64 KiB fit a 320 KiB window";
+  EXPECT_TRUE(refused.code() == StatusCode::kResourceExhausted ||
+              refused.code() == StatusCode::kUnsupported)
+      << refused.to_string();
+  EXPECT_NE(refused.message().find("ROCKET_E_NOMEM"), std::string::npos) << refused.to_string();
+  ASSERT_GE(resident.size(), 3u);
+  // Freeing two weights makes room for a call's buffers and for a weight again.
+  resident.pop_back();
+  resident.pop_back();
+  const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -128, 127, 99);
+  const std::vector<uint8_t> bytes(a.begin(), a.end());
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  const Status status =
+      device.gemm_int8(a.data(), ElementType::kInt8, m, *resident.front(), c.data(), {});
+  ASSERT_TRUE(status.is_ok()) << status.to_string();
+  EXPECT_EQ(c, integer_reference(bytes.data(), true, weights.front().data(), m, k, n));
+  EXPECT_TRUE(device.pack_int8_weight(weights.back().data(), k, n).is_ok());
+}
+
+// Attention operands in the Fp16Attention layout, values in [-1, 1]; with `masked`, an additive
+// mask with about a quarter of the keys at -inf, 0.5-sized finite entries elsewhere, and query row
+// 0 fully masked (a device gives it zeros).
+struct AttentionOperands {
+  std::vector<uint16_t> q, k, v, mask, out;
+  Fp16Attention call;
+};
+
+AttentionOperands attention_operands(int64_t t, int64_t kv, int64_t hd, int64_t dv, int64_t heads,
+                                     int64_t kv_heads, bool masked, uint32_t seed) {
+  AttentionOperands o;
+  o.q = random_halves(static_cast<size_t>(heads * t * hd), seed);
+  o.k = random_halves(static_cast<size_t>(kv_heads * kv * hd), seed + 1);
+  o.v = random_halves(static_cast<size_t>(kv_heads * dv * kv), seed + 2);
+  o.out.assign(static_cast<size_t>(heads * t * dv), 0x7e00);  // NaN until written
+  if (masked) {
+    o.mask = random_halves(static_cast<size_t>(t * kv), seed + 3);
+    std::mt19937 rng(seed + 4);
+    for (size_t i = 0; i < o.mask.size(); ++i) {
+      if (i < static_cast<size_t>(kv) || rng() % 4 == 0) o.mask[i] = 0xfc00;  // -inf
+    }
+  }
+  o.call = Fp16Attention{t,
+                         kv,
+                         hd,
+                         dv,
+                         heads,
+                         kv_heads,
+                         1.0f / std::sqrt(float(hd)),
+                         o.q.data(),
+                         o.k.data(),
+                         o.v.data(),
+                         masked ? o.mask.data() : nullptr,
+                         o.out.data()};
+  return o;
+}
+
+// The definition in double; a row whose scores are all -inf gives zeros.
+std::vector<double> attention_reference(const Fp16Attention& c) {
+  std::vector<double> out(static_cast<size_t>(c.heads * c.tokens * c.dv), 0.0);
+  const int64_t group = c.heads / c.kv_heads;
+  for (int64_t h = 0; h < c.heads; ++h) {
+    const int64_t g = h / group;
+    for (int64_t i = 0; i < c.tokens; ++i) {
+      std::vector<double> s(static_cast<size_t>(c.kv));
+      double max = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < c.kv; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          dot += double(half_bits_to_float(c.q[(h * c.tokens + i) * c.head_dim + d])) *
+                 half_bits_to_float(c.k[(g * c.kv + j) * c.head_dim + d]);
+        }
+        s[j] = c.scale * dot + (c.mask ? half_bits_to_float(c.mask[i * c.kv + j]) : 0.0);
+        max = std::max(max, s[j]);
+      }
+      if (max == -INFINITY) continue;
+      for (double& e : s) sum += (e = std::exp(e - max));
+      for (int64_t col = 0; col < c.dv; ++col) {
+        double acc = 0;
+        for (int64_t j = 0; j < c.kv; ++j) {
+          acc += s[j] * half_bits_to_float(c.v[(g * c.dv + col) * c.kv + j]);
+        }
+        out[static_cast<size_t>((h * c.tokens + i) * c.dv + col)] = acc / sum;
+      }
+    }
+  }
+  return out;
+}
+
+// Attention is optional: a device that offers it is within the fp16 bound of the definition
+// over a grid of tokens, keys, head sizes, grouped-query heads and masks (fully masked rows
+// give zeros); one that does not refuses every call with kUnsupported.
+TEST_P(Conformance, AttentionIsWithinTheFp16BoundOrRefused) {
+  struct HeadShape {
+    int64_t head_dim, dv, heads, kv_heads;
+  };
+  const HeadShape head_shapes[] = {{32, 16, 1, 1}, {64, 64, 4, 4}, {32, 48, 4, 2}, {64, 32, 2, 1}};
+  std::optional<bool> offered;
+  uint32_t seed = 100;
+  for (int64_t t : {1, 4, 7, 64}) {
+    for (int64_t kv : {1, 33, 100}) {
+      for (const HeadShape& hs : head_shapes) {
+        for (bool masked : {false, true}) {
+          SCOPED_TRACE(str_cat("t=", t, " kv=", kv, " hd=", hs.head_dim, " dv=", hs.dv,
+                               " heads=", hs.heads, "/", hs.kv_heads, " masked=", masked));
+          AttentionOperands o = attention_operands(t, kv, hs.head_dim, hs.dv, hs.heads, hs.kv_heads,
+                                                   masked, seed += 10);
+          const Status status = device_->attention_fp16(o.call, {});
+          if (!offered) offered = status.is_ok();
+          if (!*offered) {
+            ASSERT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+            continue;
+          }
+          ASSERT_TRUE(status.is_ok()) << status.to_string();
+          const std::vector<double> want = attention_reference(o.call);
+          double worst = 0;
+          for (size_t i = 0; i < want.size(); ++i) {
+            const double got = half_bits_to_float(o.out[i]);
+            worst = std::max(worst, std::abs(got - want[i]));
+          }
+          // |out| <= 1; fp16 operands, P rounded twice and a sum over <= 100 keys in fp16
+          // tiles: a few ulps of 1 (0.001 each).
+          EXPECT_LE(worst, 4e-3);
+          if (masked) {  // query row 0 has every key masked
+            for (int64_t h = 0; h < hs.heads; ++h) {
+              for (int64_t col = 0; col < hs.dv; ++col) {
+                ASSERT_EQ(o.out[static_cast<size_t>(h * t * hs.dv + col)] & 0x7fff, 0);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // The host is every primitive's reference and librocketnpu-sim has flash attention; only a
+  // board's library may lack it.
+  if (GetParam() != "rocket_board") {
+    EXPECT_TRUE(*offered) << GetParam() << " must offer attention";
+  }
+}
+
+// Calls no device can take are invalid arguments; shapes outside the RK3588's flash-attention
+// rules (head_dim % 32, dv % 16) are refused by the NPU devices and computed by the host.
+TEST_P(Conformance, AttentionRefusesOutsideItsContract) {
+  AttentionOperands probe = attention_operands(8, 8, 32, 32, 1, 1, false, 5);
+  const Status offered = device_->attention_fp16(probe.call, {});
+  if (!offered.is_ok() && GetParam() == "rocket_board") GTEST_SKIP() << offered.to_string();
+  ASSERT_TRUE(offered.is_ok()) << offered.to_string();
+  AttentionOperands uneven = attention_operands(8, 8, 32, 32, 3, 2, false, 6);
+  EXPECT_EQ(device_->attention_fp16(uneven.call, {}).code(), StatusCode::kInvalidArgument);
+  AttentionOperands empty = attention_operands(8, 8, 32, 32, 1, 1, false, 7);
+  empty.call.tokens = 0;
+  EXPECT_EQ(device_->attention_fp16(empty.call, {}).code(), StatusCode::kInvalidArgument);
+  for (auto [hd, dv] : {std::pair<int64_t, int64_t>{40, 32}, {32, 24}}) {
+    AttentionOperands odd = attention_operands(8, 8, hd, dv, 2, 2, false, 8);
+    const Status status = device_->attention_fp16(odd.call, {});
+    if (GetParam() == "host") {
+      EXPECT_TRUE(status.is_ok()) << status.to_string();
+    } else {
+      EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance,

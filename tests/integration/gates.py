@@ -13,9 +13,14 @@ import numpy as np
 
 # (cosine at least, relative L2 error at most), per device: `host` is fp32 throughout; `sim`
 # runs the projections in the NPU's fp16 operands with fp32 accumulation.
+# `sim_attention` is sim with attention on the device too (the `attention` knob): librocketnpu's
+# flash attention rounds the scores to fp16 before the softmax, whose relative error grows with the
+# logits (|s| x 2^-11), and P to fp16 twice; real sentence encoders measure relL2 up to 4.2e-3
+# there (docs/faithfulness.md), so its relative L2 bar is 1e-2 at the same cosine.
 BARS = {
     "host": (0.99999, 1e-5),
     "sim": (0.9999, 1e-3),
+    "sim_attention": (0.9999, 1e-2),
 }
 
 

@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -57,6 +57,20 @@ TEST(ClaimGate, CosineGateAlsoBoundsAGainError) {
   EXPECT_FALSE(result.within);
   EXPECT_NE(result.measured.find("cosine 1.000000000, relL2 1.00e-02"), std::string::npos)
       << result.measured;
+}
+
+// With attention on the device the relative L2 bar is 1e-2 (fp16 scores), the cosine bar the same.
+TEST(ClaimGate, DeviceAttentionWidensOnlyTheRelativeL2Bar) {
+  const ClaimGate plain = ClaimGate::for_float_device(ElementType::kFloat16);
+  const ClaimGate attention = ClaimGate::for_float_device(ElementType::kFloat16, true);
+  EXPECT_EQ(attention.min_cosine, plain.min_cosine);
+  EXPECT_DOUBLE_EQ(plain.max_rel_l2, 1e-3);
+  EXPECT_DOUBLE_EQ(attention.max_rel_l2, 1e-2);
+  std::vector<float> ref = ramp(64), gained = ref;
+  for (float& v : gained) v *= 1.005f;  // relL2 5e-3
+  EXPECT_FALSE(measure_against_gate(plain, {view_of(gained)}, {view_of(ref)}).within);
+  EXPECT_TRUE(measure_against_gate(attention, {view_of(gained)}, {view_of(ref)}).within);
+  EXPECT_DOUBLE_EQ(ClaimGate::for_float_device(ElementType::kFloat32, true).max_rel_l2, 1e-5);
 }
 
 TEST(ClaimGate, NonFiniteValuesMustMatchTheReference) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -81,11 +82,13 @@ struct CheckOptions {
   double min_cosine = 0.999999;
   double abs_tolerance = 1e-3;
   std::vector<std::string>* warnings = nullptr;
+  int64_t hidden = 32, heads = 4;
+  std::optional<int64_t> device_attention_min_tokens;  // VitEncoderSpec's
 };
 
 void check(bool pre_norm, EncoderActivation activation, int64_t tokens, bool layer_scale,
            const CheckOptions& options = {}) {
-  const int64_t d = 32, heads = 4, ff = 64, dh = d / heads;
+  const int64_t d = options.hidden, heads = options.heads, ff = 64, dh = d / heads;
   std::mt19937 rng(7);
   struct W {
     Tensor g1, b1, g2, b2, wq, bq, wk, bk, wv, bv, wo, bo, w1, b1f, w2, b2f, ls1, ls2;
@@ -119,6 +122,7 @@ void check(bool pre_norm, EncoderActivation activation, int64_t tokens, bool lay
   l.activation = activation;
   spec.layers = {l};
   spec.exits = {{1, -1}};
+  spec.device_attention_min_tokens = options.device_attention_min_tokens;
   std::shared_ptr<Device> device =
       options.device ? options.device : std::make_shared<HostDevice>(DeviceOptions{});
   Logger logger(LogLevel::kWarning, [&](LogLevel, const std::string& message) {
@@ -254,6 +258,63 @@ TEST(VitEncoder, Fp16DeviceKeepsQkExactUnderAHugeAttentionScale) {
       EXPECT_TRUE(warnings.empty()) << warnings.front();
     }
   }
+}
+
+// Two heads of 32 (flash attention's contract) on `sim`, attention on it from `min_tokens`.
+CheckOptions head_dim_32_on(std::shared_ptr<sim::SimDevice> sim, int64_t min_tokens) {
+  CheckOptions options;
+  options.device = std::move(sim);
+  options.hidden = 64;
+  options.heads = 2;
+  options.device_attention_min_tokens = min_tokens;
+  options.min_cosine = 0.99999;
+  options.abs_tolerance = 2e-2;  // outputs reach |5|, where one fp16 ulp is 0.004
+  return options;
+}
+
+// Attention on the device (librocketnpu's flash attention on the sim: fp16 scores, P rounded to
+// fp16 twice) stays within the fp16 encoder gate, and the sim counts one attention call per layer
+// and image.
+TEST(VitEncoder, AttentionRunsOnTheSimWithinTheGate) {
+  for (int64_t tokens : {24, 37}) {
+    SCOPED_TRACE(tokens);
+    std::vector<std::string> warnings;
+    auto sim = std::make_shared<sim::SimDevice>();
+    CheckOptions options = head_dim_32_on(sim, 1);
+    options.warnings = &warnings;
+    check(true, EncoderActivation::kGeluErf, tokens, false, options);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    EXPECT_EQ(sim->profile().attention_calls, 1);
+  }
+}
+
+// Below the device attention's threshold, and on the host device, attention stays on the host.
+TEST(VitEncoder, AttentionStaysOnTheHostBelowTheThreshold) {
+  auto sim = std::make_shared<sim::SimDevice>();
+  const CheckOptions options = head_dim_32_on(sim, 25);
+  check(true, EncoderActivation::kGeluErf, 24, false, options);
+  EXPECT_EQ(sim->profile().attention_calls, 0);
+  EXPECT_GT(sim->profile().calls, 0);
+}
+
+// A head_dim the library refuses (8, not a multiple of 32): the call runs on the host, with one
+// warning naming the refusal, and the result is the host's.
+TEST(VitEncoder, RefusedDeviceAttentionFallsBackWithOneWarning) {
+  std::vector<std::string> warnings;
+  auto sim = std::make_shared<sim::SimDevice>();
+  CheckOptions options;
+  options.device = sim;
+  options.device_attention_min_tokens = 1;
+  options.min_cosine = 0.99999;
+  options.abs_tolerance = 5e-3;
+  options.warnings = &warnings;
+  check(true, EncoderActivation::kGeluErf, 24, false, options);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings.front().find("ROCKET_E_SHAPE: flash attention needs head_dim % 32"),
+            std::string::npos)
+      << warnings.front();
+  EXPECT_EQ(sim->profile().attention_calls, 0);
+  EXPECT_GE(sim->profile().refused, 1);
 }
 
 TEST(VitEncoder, RefusesHeadsThatDoNotDivideTheWidth) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // librocketnpu-sim.so: npuflow's RK3588 simulator (src/sim/) behind librocketnpu's own C API, so
 // that the rocket device's code runs unchanged off-board. It implements the resident fp16,
-// int8 and int4 (plain and group-wise) matmul entry points with the vendor headers' exact
+// int8 and int4 (plain and group-wise) matmul entry points and flash attention on a persistent
+// context (rocket_fa_ctx_*, rocket_flash_attn_fp16_ctx) with the vendor headers' exact
 // declarations (they are included: a signature that differs does not compile), and behind them the
 // sim's contract, numerics, IOVA accounting, injected failures and cost model, as the bare library:
 // weights that are not aligned are refused, not padded.
@@ -13,7 +14,8 @@
 // Simulator-only entry points (rocketsim_*), which an adapter calls only when it finds them:
 // - rocketsim_last_error(): why this thread's last failed call failed;
 // - rocketsim_next_context(options): the options of the next context this thread creates, as
-//   "key=value;..." with workers, kacc (npu|host), fail_every, corrupt_every and group: contexts
+//   "key=value;..." with workers, kacc (npu|host), fail_every, corrupt_every, iova_bytes_per_fd
+//   and group: contexts
 //   of one group share one simulated device (its profile, IOVA and failure count), as the `sim`
 //   device's GEMMs of every dtype do;
 // - rocketsim_lend_pool(run, pool): this thread's calls spread their work over the caller's pool;
@@ -30,11 +32,13 @@
 
 #include "core/parallel.h"
 #include "core/status.h"
+#include "device/device.h"
 #include "sim/sim_device.h"
 
 #if !defined(__FLT16_MAX__) && !defined(ROCKET_FLOAT16_T)
 #define ROCKET_FLOAT16_T uint16_t
 #endif
+#include <rocket_attn.h>
 #include <rocket_matmul.h>
 #include <rocket_npu.h>
 
@@ -83,6 +87,8 @@ ContextOptions options_for(int nthreads) {
       sim.kacc = value == "host" ? npuflow::sim::KAccMode::kHost : npuflow::sim::KAccMode::kNpu;
     if (key == "fail_every") sim.fail_every = std::strtoll(value.c_str(), nullptr, 10);
     if (key == "corrupt_every") sim.corrupt_every = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "iova_bytes_per_fd")
+      sim.iova_bytes_per_fd = std::strtoull(value.c_str(), nullptr, 10);
     if (key == "group") options.group = value;
   }
   sim.workers = static_cast<int>(workers < 1 ? 1 : workers > 8 ? 8 : workers);
@@ -370,6 +376,47 @@ ROCKETSIM_EXPORT int rocket_matmul_int4_prepacked_gw(rocket_i4_ctx* ctx, int M, 
       ctx, K, N, A, Cf, w, [&](npuflow::Device& device, const PackedWeight& packed) {
         return device.gemm_groupwise(A, a_scale, M, packed, b_scale, Cf, lent_context());
       });
+}
+
+struct rocket_fa_ctx {
+  explicit rocket_fa_ctx(int nthreads) : context(nthreads) {}
+  Context context;
+};
+
+ROCKETSIM_EXPORT rocket_fa_ctx* rocket_fa_ctx_create(int nthreads) {
+  return new rocket_fa_ctx(nthreads);
+}
+ROCKETSIM_EXPORT void rocket_fa_ctx_free(rocket_fa_ctx* ctx) {
+  delete ctx;
+}
+
+ROCKETSIM_EXPORT int rocket_flash_attn_fp16_ctx(rocket_fa_ctx* c, int n_tokens, int n_kv,
+                                                int head_dim, int dv, int n_head, int n_kv_heads,
+                                                float scale, float softcap, const _Float16* Q,
+                                                const _Float16* K, const _Float16* V,
+                                                const _Float16* mask, _Float16* out) {
+  last_error.clear();
+  if (c == nullptr) return ROCKET_E_SHAPE;
+  if (softcap != 0.0f) {
+    last_error = "the simulator has no attention soft-cap";
+    return ROCKET_E_UNSUPPORTED;
+  }
+  CallGuard guard(c->context);
+  if (!guard.entered()) return ROCKET_E_DEVICE;
+  const auto bits = [](const _Float16* half) { return reinterpret_cast<const uint16_t*>(half); };
+  const npuflow::Fp16Attention call{.tokens = n_tokens,
+                                    .kv = n_kv,
+                                    .head_dim = head_dim,
+                                    .dv = dv,
+                                    .heads = n_head,
+                                    .kv_heads = n_kv_heads,
+                                    .scale = scale,
+                                    .q = bits(Q),
+                                    .k = bits(K),
+                                    .v = bits(V),
+                                    .mask = bits(mask),
+                                    .out = reinterpret_cast<uint16_t*>(out)};
+  return code_of(c->context.device->attention_fp16(call, lent_context()));
 }
 
 ROCKETSIM_EXPORT const char* rocketsim_last_error() {

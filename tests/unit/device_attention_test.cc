@@ -1,0 +1,85 @@
+// The encoder's attention on a device (ops/device_attention.h): the layout and scale folding
+// against host_attention, and the calls it must not send (a per-head bias, a fully masked row,
+// operands beyond fp16).
+#include "ops/device_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "sim/sim_device.h"
+
+namespace npuflow {
+namespace {
+
+struct Sequence {
+  int64_t tokens = 12, hidden = 64, heads = 2;
+  std::vector<float> qkv, bias;
+  AttentionShape shape() const { return {tokens, hidden, heads}; }
+};
+
+Sequence sequence(uint32_t seed) {
+  Sequence s;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  s.qkv.resize(static_cast<size_t>(s.tokens * 3 * s.hidden));
+  for (float& v : s.qkv) v = dist(rng);
+  s.bias.assign(static_cast<size_t>(s.tokens * s.tokens), 0.0f);
+  for (int64_t i = 0; i < s.tokens; ++i) s.bias[i * s.tokens + (i + 3) % s.tokens] = -1e9f;
+  return s;
+}
+
+TEST(DeviceAttention, MatchesHostAttentionWithAHeadSharedBias) {
+  const Sequence s = sequence(1);
+  const AttentionBias bias{s.bias.data(), 0, s.tokens, 1};
+  const float scale = 0.125f;
+  std::vector<float> want(static_cast<size_t>(s.tokens * s.hidden)), got(want.size(), -1.0f);
+  host_attention(s.qkv.data(), s.shape(), scale, bias, false, want.data(), {});
+  sim::SimDevice sim;
+  bool expressible = false;
+  ASSERT_TRUE(
+      device_attention(sim, s.qkv.data(), s.shape(), scale, bias, got.data(), {}, &expressible)
+          .is_ok());
+  EXPECT_TRUE(expressible);
+  EXPECT_EQ(sim.profile().attention_calls, 1);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, double(std::abs(got[i] - want[i])));
+  EXPECT_LE(worst, 2e-2);  // fp16 operands and scores of |v| ~ 1 values
+  EXPECT_GT(worst, 0.0);   // the device's arithmetic, not the host's
+}
+
+TEST(DeviceAttention, RefusesWhatOneFp16MaskCannotSayWithoutCallingTheDevice) {
+  Sequence s = sequence(2);
+  sim::SimDevice sim;
+  std::vector<float> out(static_cast<size_t>(s.tokens * s.hidden));
+  bool expressible = true;
+  std::vector<float> per_head(static_cast<size_t>(2 * s.tokens * s.tokens), 0.0f);
+  const AttentionBias by_head{per_head.data(), s.tokens * s.tokens, s.tokens, 1};
+  Status status =
+      device_attention(sim, s.qkv.data(), s.shape(), 0.125f, by_head, out.data(), {}, &expressible);
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+  EXPECT_FALSE(expressible);
+
+  // Row 4 masked everywhere (-1e9 is -inf in fp16).
+  for (int64_t j = 0; j < s.tokens; ++j) s.bias[4 * s.tokens + j] = -1e9f;
+  const AttentionBias masked{s.bias.data(), 0, s.tokens, 1};
+  status =
+      device_attention(sim, s.qkv.data(), s.shape(), 0.125f, masked, out.data(), {}, &expressible);
+  EXPECT_NE(status.message().find("every key masked"), std::string::npos) << status.to_string();
+  EXPECT_FALSE(expressible);
+
+  Sequence big = sequence(3);
+  big.qkv[5] = 1e6f;  // a q value beyond fp16
+  status =
+      device_attention(sim, big.qkv.data(), big.shape(), 0.125f, {}, out.data(), {}, &expressible);
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+  EXPECT_FALSE(expressible);
+  EXPECT_EQ(sim.profile().attention_calls, 0);
+}
+
+}  // namespace
+}  // namespace npuflow
