@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/fp16.h"
@@ -37,6 +39,21 @@ std::vector<T> transpose_padded(const T* weight, int64_t k, int64_t n, int64_t k
   return b;
 }
 
+// run_resident_gemm's stage_row copying row `row` of a (k wide), and its emit_row copying an
+// output row's first n values into row `row` of c.
+template <typename T>
+auto copy_rows_from(const T* a, int64_t k) {
+  return [a, k](int64_t row, T* dst) {
+    std::memcpy(dst, a + row * k, static_cast<size_t>(k) * sizeof(T));
+  };
+}
+template <typename T>
+auto copy_rows_into(T* c, int64_t n) {
+  return [c, n](int64_t row, const T* src) {
+    std::memcpy(c + row * n, src, static_cast<size_t>(n) * sizeof(T));
+  };
+}
+
 }  // namespace
 
 struct RocketDevice::State {
@@ -52,6 +69,11 @@ struct RocketDevice::State {
   std::map<std::string, int64_t> calls;     // entry point -> calls
   std::map<std::string, int64_t> refusals;  // "entry point: status" -> count
   int64_t resident_bytes = 0;
+  // Reused by every GEMM under `mutex` (grown, never shrunk): A's rows padded to the library's
+  // K, its N-padded output rows, and group-wise weight scales padded to its N.
+  std::tuple<std::vector<int8_t>, std::vector<uint16_t>> staged_rows;
+  std::tuple<std::vector<int32_t>, std::vector<uint16_t>, std::vector<float>> output_rows;
+  std::vector<float> scale_rows;
 
   ~State() {
     if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
@@ -118,6 +140,50 @@ struct RocketDevice::State {
     const int code = call();
     library->sim_lend_pool(nullptr, nullptr);
     return code;
+  }
+
+  // One GEMM on a resident weight, under the context lock (which also guards the reused
+  // buffers): A's m rows staged kp wide (`stage_row(row, dst)` writes dst[0, k); the padding is
+  // zeroed here, as the buffer holds an earlier call's rows), `call(m, kp, np, staged, out)` run
+  // with the caller's pool, then each np-wide output row cropped by `emit_row(row, src)`. A null
+  // `stage_row` leaves A as it is (its K is already the library's) and `call` gets null.
+  template <typename In, typename Out, typename StageRow, typename Call, typename EmitRow>
+  Status run_resident_gemm(const char* entry, int64_t m, int64_t k, int64_t kp, int64_t np,
+                           const ExecContext& context, StageRow&& stage_row, Call&& call,
+                           EmitRow&& emit_row) {
+    std::lock_guard<std::mutex> lock(mutex);
+    In* staged = nullptr;
+    if constexpr (!std::is_null_pointer_v<std::decay_t<StageRow>>) {
+      staged = grown(std::get<std::vector<In>>(staged_rows), m * kp);
+      for (int64_t row = 0; row < m; ++row) {
+        In* dst = staged + row * kp;
+        stage_row(row, dst);
+        std::fill(dst + k, dst + kp, In{0});
+      }
+    }
+    Out* out = grown(std::get<std::vector<Out>>(output_rows), m * np);
+    count(entry);
+    const int code = call_with_pool(context, [&] {
+      return call(static_cast<int>(m), static_cast<int>(kp), static_cast<int>(np), staged, out);
+    });
+    if (code != ROCKET_OK) return refuse(entry, code, str_cat(entry, " at ", m, "x", kp, "x", np));
+    for (int64_t row = 0; row < m; ++row) emit_row(row, out + row * np);
+    return Status::ok();
+  }
+
+  // Group-wise weight scales (`groups` a column) padded from n to np columns with zero scales
+  // (the padded columns' weights are zero too). Under `mutex`, as the buffer is reused.
+  const float* padded_scales(const float* scales, int64_t n, int64_t np, int64_t groups) {
+    float* padded = grown(scale_rows, np * groups);
+    std::memcpy(padded, scales, static_cast<size_t>(n * groups) * sizeof(float));
+    std::fill(padded + n * groups, padded + np * groups, 0.0f);
+    return padded;
+  }
+
+  template <typename T>
+  static T* grown(std::vector<T>& buffer, int64_t size) {
+    if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
+    return buffer.data();
   }
 
   void add_resident(size_t bytes) {
@@ -219,41 +285,27 @@ Status RocketDevice::gemm_int8(const void* a, ElementType a_type, int64_t m, con
   if (a_type != ElementType::kInt8 && a_type != ElementType::kUInt8) {
     return invalid_argument("gemm_int8 takes int8 or uint8 activations");
   }
-  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
+  const int64_t k = w->k(), n = w->n();
   const bool shifted = a_type == ElementType::kUInt8;
-  std::vector<int8_t> staged(static_cast<size_t>(m * kp), 0);
-  for (int64_t row = 0; row < m; ++row) {
-    int8_t* dst = staged.data() + row * kp;
-    if (shifted) {
-      const uint8_t* src = static_cast<const uint8_t*>(a) + row * k;
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk] = static_cast<int8_t>(src[kk] - 128);
-    } else {
-      std::memcpy(dst, static_cast<const int8_t*>(a) + row * k, static_cast<size_t>(k));
-    }
-  }
-  std::vector<int32_t> out(static_cast<size_t>(m * np));
-  int code = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->count("rocket_matmul_int8_prepacked");
-    code = state_->call_with_pool(context, [&] {
-      return state_->library->matmul_int8_prepacked(state_->int8_ctx, static_cast<int>(m),
-                                                    static_cast<int>(kp), static_cast<int>(np),
-                                                    staged.data(), out.data(), w->int8);
-    });
-  }
-  if (code != ROCKET_OK) {
-    return state_->refuse("rocket_matmul_int8_prepacked", code,
-                          str_cat("rocket_matmul_int8_prepacked at ", m, "x", kp, "x", np));
-  }
-  for (int64_t row = 0; row < m; ++row) {
-    for (int64_t col = 0; col < n; ++col) {
-      int64_t value = out[static_cast<size_t>(row * np + col)];
-      if (shifted) value += 128 * w->column_sums[static_cast<size_t>(col)];
-      c[row * n + col] = static_cast<int32_t>(value);
-    }
-  }
-  return Status::ok();
+  const auto copy = copy_rows_from(static_cast<const int8_t*>(a), k);
+  return state_->run_resident_gemm<int8_t, int32_t>(
+      "rocket_matmul_int8_prepacked", m, k, w->kp, w->np, context,
+      [&](int64_t row, int8_t* dst) {
+        if (!shifted) return copy(row, dst);
+        const uint8_t* src = static_cast<const uint8_t*>(a) + row * k;
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk] = static_cast<int8_t>(src[kk] - 128);
+      },
+      [&](int mi, int ki, int ni, const int8_t* staged, int32_t* out) {
+        return state_->library->matmul_int8_prepacked(state_->int8_ctx, mi, ki, ni, staged, out,
+                                                      w->int8);
+      },
+      [&](int64_t row, const int32_t* src) {
+        for (int64_t col = 0; col < n; ++col) {
+          int64_t value = src[col];
+          if (shifted) value += 128 * w->column_sums[static_cast<size_t>(col)];
+          c[row * n + col] = static_cast<int32_t>(value);
+        }
+      });
 }
 
 Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_float_weight(const float*, int64_t,
@@ -292,37 +344,20 @@ Status RocketDevice::gemm_fp16(const uint16_t* a, int64_t m, const PackedWeight&
   if (c_type != ElementType::kFloat16 && c_type != ElementType::kFloat32) {
     return invalid_argument("gemm_fp16 writes float16 or float32");
   }
-  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
-  std::vector<uint16_t> staged(static_cast<size_t>(m * kp), 0);
-  for (int64_t row = 0; row < m; ++row) {
-    std::memcpy(staged.data() + row * kp, a + row * k, static_cast<size_t>(k) * sizeof(uint16_t));
-  }
-  std::vector<uint16_t> out(static_cast<size_t>(m * np));
-  int code = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->count("rocket_matmul_fp16_prepacked");
-    code = state_->call_with_pool(context, [&] {
-      return state_->library->matmul_fp16_prepacked(
-          state_->fp16_ctx, static_cast<int>(m), static_cast<int>(kp), static_cast<int>(np),
-          reinterpret_cast<const _Float16*>(staged.data()), reinterpret_cast<_Float16*>(out.data()),
-          w->fp16);
-    });
-  }
-  if (code != ROCKET_OK) {
-    return state_->refuse("rocket_matmul_fp16_prepacked", code,
-                          str_cat("rocket_matmul_fp16_prepacked at ", m, "x", kp, "x", np));
-  }
-  for (int64_t row = 0; row < m; ++row) {
-    const uint16_t* src = out.data() + row * np;
-    if (c_type == ElementType::kFloat16) {
-      std::memcpy(static_cast<uint16_t*>(c) + row * n, src, static_cast<size_t>(n) * 2);
-    } else {
-      float* dst = static_cast<float*>(c) + row * n;
-      for (int64_t col = 0; col < n; ++col) dst[col] = half_bits_to_float(src[col]);
-    }
-  }
-  return Status::ok();
+  const int64_t k = w->k(), n = w->n();
+  const auto copy_half = copy_rows_into(static_cast<uint16_t*>(c), n);
+  return state_->run_resident_gemm<uint16_t, uint16_t>(
+      "rocket_matmul_fp16_prepacked", m, k, w->kp, w->np, context, copy_rows_from(a, k),
+      [&](int mi, int ki, int ni, const uint16_t* staged, uint16_t* out) {
+        return state_->library->matmul_fp16_prepacked(state_->fp16_ctx, mi, ki, ni,
+                                                      reinterpret_cast<const _Float16*>(staged),
+                                                      reinterpret_cast<_Float16*>(out), w->fp16);
+      },
+      [&](int64_t row, const uint16_t* src) {
+        if (c_type == ElementType::kFloat16) return copy_half(row, src);
+        float* dst = static_cast<float*>(c) + row * n;
+        for (int64_t col = 0; col < n; ++col) dst[col] = half_bits_to_float(src[col]);
+      });
 }
 
 Result<std::unique_ptr<PackedWeight>> RocketDevice::pack_int4_weight(const int8_t* weight,
@@ -392,30 +427,13 @@ Status RocketDevice::gemm_int4(const int8_t* a, int64_t m, const PackedWeight& p
   if (w == nullptr || w->group() != 0) {
     return invalid_argument("gemm_int4 needs an int4 weight packed by rocket");
   }
-  const int64_t k = w->k(), n = w->n(), kp = w->kp, np = w->np;
-  std::vector<int8_t> staged(static_cast<size_t>(m * kp), 0);
-  for (int64_t row = 0; row < m; ++row) {
-    std::memcpy(staged.data() + row * kp, a + row * k, static_cast<size_t>(k));
-  }
-  std::vector<int32_t> out(static_cast<size_t>(m * np));
-  int code = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->count("rocket_matmul_int4_prepacked");
-    code = state_->call_with_pool(context, [&] {
-      return state_->library->matmul_int4_prepacked(state_->int4_ctx, static_cast<int>(m),
-                                                    static_cast<int>(kp), static_cast<int>(np),
-                                                    staged.data(), out.data(), w->int4);
-    });
-  }
-  if (code != ROCKET_OK) {
-    return state_->refuse("rocket_matmul_int4_prepacked", code,
-                          str_cat("rocket_matmul_int4_prepacked at ", m, "x", kp, "x", np));
-  }
-  for (int64_t row = 0; row < m; ++row) {
-    std::memcpy(c + row * n, out.data() + row * np, static_cast<size_t>(n) * sizeof(int32_t));
-  }
-  return Status::ok();
+  return state_->run_resident_gemm<int8_t, int32_t>(
+      "rocket_matmul_int4_prepacked", m, w->k(), w->kp, w->np, context, copy_rows_from(a, w->k()),
+      [&](int mi, int ki, int ni, const int8_t* staged, int32_t* out) {
+        return state_->library->matmul_int4_prepacked(state_->int4_ctx, mi, ki, ni, staged, out,
+                                                      w->int4);
+      },
+      copy_rows_into(c, w->n()));
 }
 
 Status RocketDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
@@ -425,32 +443,21 @@ Status RocketDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int6
   if (w == nullptr || w->group() == 0) {
     return invalid_argument("gemm_groupwise needs a group-wise weight packed by rocket");
   }
-  const int64_t k = w->k(), n = w->n(), np = w->np, groups = k / w->group();
-  // Padded columns get zero scales (their weights are zero too).
-  std::vector<float> scales(static_cast<size_t>(np * groups), 0.0f);
-  std::memcpy(scales.data(), w_scales, static_cast<size_t>(n * groups) * sizeof(float));
-  std::vector<float> out(static_cast<size_t>(m * np));
+  const int64_t groups = w->k() / w->group();
   const bool int4 = w->type() == ElementType::kInt4;
   const char* entry = int4 ? "rocket_matmul_int4_prepacked_gw" : "rocket_matmul_int8_prepacked_gw";
-  int code = 0;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->count(entry);
-    code = state_->call_with_pool(context, [&] {
-      const RocketLibrary& lib = *state_->library;
-      const int mi = static_cast<int>(m), ki = static_cast<int>(k), ni = static_cast<int>(np);
-      return int4 ? lib.matmul_int4_prepacked_gw(state_->int4_ctx, mi, ki, ni, a, a_scales,
-                                                 scales.data(), out.data(), w->int4)
-                  : lib.matmul_int8_prepacked_gw(state_->int8_ctx, mi, ki, ni, a, a_scales,
-                                                 scales.data(), out.data(), w->int8);
-    });
-  }
-  if (code != ROCKET_OK)
-    return state_->refuse(entry, code, str_cat(entry, " at ", m, "x", k, "x", np));
-  for (int64_t row = 0; row < m; ++row) {
-    std::memcpy(c + row * n, out.data() + row * np, static_cast<size_t>(n) * sizeof(float));
-  }
-  return Status::ok();
+  // A group-wise weight's K is the caller's (kp == k): A goes to the library unstaged.
+  return state_->run_resident_gemm<int8_t, float>(
+      entry, m, w->k(), w->kp, w->np, context, nullptr,
+      [&](int mi, int ki, int ni, const int8_t*, float* out) {
+        const RocketLibrary& lib = *state_->library;
+        const float* scales = state_->padded_scales(w_scales, w->n(), w->np, groups);
+        return int4 ? lib.matmul_int4_prepacked_gw(state_->int4_ctx, mi, ki, ni, a, a_scales,
+                                                   scales, out, w->int4)
+                    : lib.matmul_int8_prepacked_gw(state_->int8_ctx, mi, ki, ni, a, a_scales,
+                                                   scales, out, w->int8);
+      },
+      copy_rows_into(c, w->n()));
 }
 
 Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
