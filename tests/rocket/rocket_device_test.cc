@@ -4,6 +4,7 @@
 // device's bit for bit (the same simulator, reached through the library boundary), at shapes the
 // library takes only after the adapter's padding; refusals, injected failures, concurrent callers
 // and weight lifetimes must behave as the adapter documents.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -277,6 +278,25 @@ TEST(RocketDevice, ConcurrentCallersShareOneContextSafely) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
+TEST(RocketSimLibrary, ANullWeightIsRefusedWithAReason) {
+  void* library = dlopen(NPUFLOW_ROCKETNPU_SIM, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(library, nullptr) << dlerror();
+  // The entry points by their C signatures, the library's opaque types as void.
+  const auto create = reinterpret_cast<void* (*)(int)>(dlsym(library, "rocket_i8_ctx_create"));
+  const auto pack = reinterpret_cast<void* (*)(void*, int, int, int, const int8_t*)>(
+      dlsym(library, "rocket_i8_weights_pack"));
+  const auto free_ctx = reinterpret_cast<void (*)(void*)>(dlsym(library, "rocket_i8_ctx_free"));
+  const auto last_error =
+      reinterpret_cast<const char* (*)()>(dlsym(library, "rocketsim_last_error"));
+  ASSERT_TRUE(create != nullptr && pack != nullptr && free_ctx != nullptr && last_error != nullptr);
+  void* ctx = create(1);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(pack(ctx, 256, 32, 32, nullptr), nullptr);
+  EXPECT_STREQ(last_error(), "null weights (B)");
+  free_ctx(ctx);
+  dlclose(library);
 }
 
 TEST(RocketDevice, FreedWeightsLeaveNoResidentBytes) {

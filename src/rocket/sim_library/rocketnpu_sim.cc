@@ -193,16 +193,23 @@ std::vector<T> transposed(const T* b, int k, int n) {
   return w;
 }
 
-template <typename Ctx, typename W, typename Pack>
-W* pack_weights(Ctx* ctx, int m, int k, int n, Pack&& pack) {
+// Packs the library's B[N][K] on the context's simulated device: `pack(device, w)` gets it as the
+// device takes weights, K x N row-major.
+template <typename W, typename Ctx, typename T, typename Pack>
+W* pack_weights(Ctx* ctx, int m, int k, int n, const T* b, Pack&& pack) {
   last_error.clear();
   if (ctx == nullptr || m <= 0 || k <= 0 || n <= 0) {
     last_error = "null context or empty shape";
     return nullptr;
   }
+  if (b == nullptr) {
+    last_error = "null weights (B)";
+    return nullptr;
+  }
   CallGuard guard(ctx->context);
   if (!guard.entered()) return nullptr;
-  auto packed = pack(*ctx->context.device);
+  const std::vector<T> w = transposed(b, k, n);
+  auto packed = pack(*ctx->context.device, w.data());
   if (!packed.is_ok()) {
     code_of(packed.status());
     return nullptr;
@@ -262,10 +269,9 @@ ROCKETSIM_EXPORT void rocket_ctx_free(rocket_ctx* ctx) {
 
 ROCKETSIM_EXPORT rocket_weights* rocket_weights_pack(rocket_ctx* ctx, int M, int K, int N,
                                                      const _Float16* B) {
-  return pack_weights<rocket_ctx, rocket_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
-    const std::vector<uint16_t> w = transposed(reinterpret_cast<const uint16_t*>(B), K, N);
-    return device.pack_fp16_weight(w.data(), K, N);
-  });
+  return pack_weights<rocket_weights>(
+      ctx, M, K, N, reinterpret_cast<const uint16_t*>(B),
+      [&](npuflow::Device& device, const uint16_t* w) { return device.pack_fp16_weight(w, K, N); });
 }
 ROCKETSIM_EXPORT void rocket_weights_free(rocket_ctx*, rocket_weights* w) {
   delete w;
@@ -290,10 +296,9 @@ ROCKETSIM_EXPORT void rocket_i8_ctx_free(rocket_i8_ctx* ctx) {
 
 ROCKETSIM_EXPORT rocket_i8_weights* rocket_i8_weights_pack(rocket_i8_ctx* ctx, int M, int K, int N,
                                                            const int8_t* B) {
-  return pack_weights<rocket_i8_ctx, rocket_i8_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
-    const std::vector<int8_t> w = transposed(B, K, N);
-    return device.pack_int8_weight(w.data(), K, N);
-  });
+  return pack_weights<rocket_i8_weights>(
+      ctx, M, K, N, B,
+      [&](npuflow::Device& device, const int8_t* w) { return device.pack_int8_weight(w, K, N); });
 }
 ROCKETSIM_EXPORT void rocket_i8_weights_free(rocket_i8_ctx*, rocket_i8_weights* w) {
   delete w;
@@ -313,10 +318,10 @@ ROCKETSIM_EXPORT int rocket_matmul_int8_prepacked(rocket_i8_ctx* ctx, int M, int
 
 ROCKETSIM_EXPORT rocket_i8_weights* rocket_i8_weights_pack_gw(rocket_i8_ctx* ctx, int M, int K,
                                                               int N, const int8_t* B, int group) {
-  return pack_weights<rocket_i8_ctx, rocket_i8_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
-    const std::vector<int8_t> w = transposed(B, K, N);
-    return device.pack_groupwise_weight(w.data(), K, N, ElementType::kInt8, group);
-  });
+  return pack_weights<rocket_i8_weights>(
+      ctx, M, K, N, B, [&](npuflow::Device& device, const int8_t* w) {
+        return device.pack_groupwise_weight(w, K, N, ElementType::kInt8, group);
+      });
 }
 
 ROCKETSIM_EXPORT int rocket_matmul_int8_prepacked_gw(rocket_i8_ctx* ctx, int M, int K, int N,
@@ -338,18 +343,17 @@ ROCKETSIM_EXPORT void rocket_i4_ctx_free(rocket_i4_ctx* ctx) {
 
 ROCKETSIM_EXPORT rocket_i4_weights* rocket_i4_weights_pack(rocket_i4_ctx* ctx, int M, int K, int N,
                                                            const int8_t* B) {
-  return pack_weights<rocket_i4_ctx, rocket_i4_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
-    const std::vector<int8_t> w = transposed(B, K, N);
-    return device.pack_int4_weight(w.data(), K, N);
-  });
+  return pack_weights<rocket_i4_weights>(
+      ctx, M, K, N, B,
+      [&](npuflow::Device& device, const int8_t* w) { return device.pack_int4_weight(w, K, N); });
 }
 
 ROCKETSIM_EXPORT rocket_i4_weights* rocket_i4_weights_pack_gw(rocket_i4_ctx* ctx, int M, int K,
                                                               int N, const int8_t* B, int group) {
-  return pack_weights<rocket_i4_ctx, rocket_i4_weights>(ctx, M, K, N, [&](npuflow::Device& device) {
-    const std::vector<int8_t> w = transposed(B, K, N);
-    return device.pack_groupwise_weight(w.data(), K, N, ElementType::kInt4, group);
-  });
+  return pack_weights<rocket_i4_weights>(
+      ctx, M, K, N, B, [&](npuflow::Device& device, const int8_t* w) {
+        return device.pack_groupwise_weight(w, K, N, ElementType::kInt4, group);
+      });
 }
 
 ROCKETSIM_EXPORT void rocket_i4_weights_free(rocket_i4_ctx*, rocket_i4_weights* w) {
