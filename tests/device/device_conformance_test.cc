@@ -20,11 +20,15 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "random_operands.h"
 #include "route/device_selection.h"
 #include "sim/sim_device.h"
 
 namespace npuflow {
 namespace {
+
+using device_test::random_halves;
+using device_test::random_ints;
 
 // The device for a target, or why this machine cannot run it (the test then skips, saying so).
 Result<std::unique_ptr<Device>> make_device(const std::string& name) {
@@ -88,23 +92,6 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<Device> device_;
 };
-
-template <typename T>
-std::vector<T> random_ints(size_t count, int lo, int hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<T> values(count);
-  for (T& v : values) v = static_cast<T>(dist(rng));
-  return values;
-}
-
-std::vector<uint16_t> random_halves(size_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<uint16_t> values(count);
-  for (uint16_t& v : values) v = float_to_half_bits(dist(rng));
-  return values;
-}
 
 // The definition: int64 sums of a[m][k] * w[k][n], a read as int8 or uint8.
 std::vector<int32_t> integer_reference(const uint8_t* a, bool a_signed, const int8_t* w, int64_t m,

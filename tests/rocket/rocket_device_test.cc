@@ -9,18 +9,21 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include "core/fp16.h"
 #include "device/device_module.h"
 #include "host/host_device.h"
+#include "random_operands.h"
 #include "route/device_selection.h"
 #include "sim/sim_device.h"
 
 namespace npuflow {
 namespace {
+
+using device_test::random_halves;
+using device_test::random_ints;
 
 std::unique_ptr<Device> rocket_on_sim() {
   DeviceConfig config;
@@ -33,23 +36,6 @@ std::unique_ptr<Device> rocket_on_sim() {
   if (!chosen.is_ok()) return nullptr;
   EXPECT_NE(chosen.value().reason.find(NPUFLOW_ROCKETNPU_SIM), std::string::npos);
   return std::move(chosen.value().device);
-}
-
-template <typename T>
-std::vector<T> random_values(size_t count, int lo, int hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<T> values(count);
-  for (T& v : values) v = static_cast<T>(dist(rng));
-  return values;
-}
-
-std::vector<uint16_t> random_halves(size_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<uint16_t> values(count);
-  for (uint16_t& v : values) v = float_to_half_bits(dist(rng));
-  return values;
 }
 
 TEST(RocketDevice, IsCreatedThroughItsModuleOnTheSimLibrary) {
@@ -85,7 +71,7 @@ TEST(RocketDevice, Int8GemmsAreExactAtUnalignedShapesBothActivationTypes) {
   uint32_t seed = 1;
   for (int64_t k : {32, 70, 300}) {
     for (int64_t n : {32, 50, 97}) {
-      const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -128, 127, seed++);
+      const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, seed++);
       auto packed = device->pack_int8_weight(w.data(), k, n);
       ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
       auto reference = host.pack_int8_weight(w.data(), k, n);
@@ -93,7 +79,7 @@ TEST(RocketDevice, Int8GemmsAreExactAtUnalignedShapesBothActivationTypes) {
       for (int64_t m : {4, 12, 260}) {
         for (ElementType type : {ElementType::kInt8, ElementType::kUInt8}) {
           // Bytes: read as int8 or as uint8 by `type`.
-          const auto a = random_values<uint8_t>(static_cast<size_t>(m * k), 0, 255, seed++);
+          const auto a = random_ints<uint8_t>(static_cast<size_t>(m * k), 0, 255, seed++);
           std::vector<int32_t> got(static_cast<size_t>(m * n)), want(got.size());
           ASSERT_TRUE(
               device->gemm_int8(a.data(), type, m, *packed.value(), got.data(), {}).is_ok());
@@ -159,8 +145,8 @@ TEST(RocketDevice, Int4AndGroupwiseGoThroughTheirEntryPoints) {
   ASSERT_NE(device, nullptr);
   HostDevice host{DeviceOptions{}};
   const int64_t k = 192, n = 40, m = 8, group = 64, groups = k / group;
-  const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -7, 7, 21);
-  const auto a = random_values<int8_t>(static_cast<size_t>(m * k), -7, 7, 22);
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -7, 7, 21);
+  const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -7, 7, 22);
   std::vector<float> a_scales(static_cast<size_t>(m * groups)), w_scales(n * groups);
   for (size_t i = 0; i < a_scales.size(); ++i)
     a_scales[i] = 0.5f + 0.125f * static_cast<float>(i % 5);
@@ -205,7 +191,7 @@ TEST(RocketDevice, Int4AndGroupwiseGoThroughTheirEntryPoints) {
 TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);
-  const auto w = random_values<int8_t>(64 * 32, -128, 127, 7);
+  const auto w = random_ints<int8_t>(64 * 32, -128, 127, 7);
   auto packed = device->pack_int8_weight(w.data(), 64, 32);
   ASSERT_TRUE(packed.is_ok());
   std::vector<int8_t> a(6 * 64, 1);
@@ -233,7 +219,7 @@ TEST(RocketDevice, InjectedSubmitFailuresAreDeviceFailures) {
   setenv("ROCKETSIM_FAIL_EVERY", "3", 1);
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);
-  const auto w = random_values<int8_t>(32 * 32, -128, 127, 9);
+  const auto w = random_ints<int8_t>(32 * 32, -128, 127, 9);
   auto packed = device->pack_int8_weight(w.data(), 32, 32);  // the context reads it here
   unsetenv("ROCKETSIM_FAIL_EVERY");
   ASSERT_TRUE(packed.is_ok());
@@ -257,7 +243,7 @@ TEST(RocketDevice, ConcurrentCallersShareOneContextSafely) {
   ASSERT_NE(device, nullptr);
   HostDevice host{DeviceOptions{}};
   const int64_t k = 512, n = 256, m = 64;
-  const auto w = random_values<int8_t>(static_cast<size_t>(k * n), -128, 127, 11);
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -128, 127, 11);
   auto packed = device->pack_int8_weight(w.data(), k, n);
   auto reference = host.pack_int8_weight(w.data(), k, n);
   ASSERT_TRUE(packed.is_ok() && reference.is_ok());
@@ -266,8 +252,8 @@ TEST(RocketDevice, ConcurrentCallersShareOneContextSafely) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int call = 0; call < 25; ++call) {
-        const auto a = random_values<int8_t>(static_cast<size_t>(m * k), -128, 127,
-                                             static_cast<uint32_t>(1000 + t * 100 + call));
+        const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -128, 127,
+                                           static_cast<uint32_t>(1000 + t * 100 + call));
         std::vector<int32_t> got(static_cast<size_t>(m * n)), want(got.size());
         Status status =
             device->gemm_int8(a.data(), ElementType::kInt8, m, *packed.value(), got.data(), {});
@@ -303,7 +289,7 @@ TEST(RocketDevice, FreedWeightsLeaveNoResidentBytes) {
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);
   {
-    const auto w = random_values<int8_t>(64 * 64, -128, 127, 12);
+    const auto w = random_ints<int8_t>(64 * 64, -128, 127, 12);
     const auto h = random_halves(64 * 64, 13);
     auto a = device->pack_int8_weight(w.data(), 64, 64);
     auto b = device->pack_fp16_weight(h.data(), 64, 64);
