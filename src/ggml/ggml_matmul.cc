@@ -141,41 +141,45 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   const auto* x_data = static_cast<const float*>(x->data);
   auto* y_data = static_cast<float*>(node->data);
   // The device step: resident weight (packed on first use) and the GEMM. A failure, returned or
-  // thrown, is answered by the host reference below.
-  const Status status = status_of([&]() -> Status {
-    bool packed_now = false;
-    const ResidentWeightStats before = cache_.stats();
-    auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
-      packed_now = true;
-      std::vector<float> rows(static_cast<size_t>(c.n * c.k));
-      constexpr int64_t kRowsPerTask = 64;
-      context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
-        throw_if_injected(FaultPoint::kDeviceCompute);
-        const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
-        for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
-          weight_row(r, rows.data() + r * c.k);
-        }
+  // thrown, is answered by the host reference: a claim never fails a run.
+  auto on_device = [&] {
+    return status_of([&]() -> Status {
+      bool packed_now = false;
+      const ResidentWeightStats before = cache_.stats();
+      auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
+        packed_now = true;
+        std::vector<float> rows(static_cast<size_t>(c.n * c.k));
+        constexpr int64_t kRowsPerTask = 64;
+        context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+          throw_if_injected(FaultPoint::kDeviceCompute);
+          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+          for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
+            weight_row(r, rows.data() + r * c.k);
+          }
+        });
+        return pack_linear_weight(device_, rows.data(), c.k, c.n);
       });
-      return pack_linear_weight(device_, rows.data(), c.k, c.n);
+      if (counted_) {
+        counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+      }
+      if (!weight.is_ok()) return weight.status();
+      return run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
     });
-    if (counted_) {
-      counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
-    }
-    if (!weight.is_ok()) return weight.status();
-    return run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
-  });
-  const bool fallback = !status.is_ok();
-  if (fallback) {
-    // A claim never fails a run: the host reference computes the same product.
-    if (!warned_fallback_) {
-      logger_.warning(str_cat("device ", device_.name(), " could not run MUL_MAT '", node->name,
-                              "' (", describe(c), "): ", status.to_string(),
-                              "; running it on the host reference (said once)"));
-      warned_fallback_ = true;
-    }
-    reference_linear(x_data, c.m, c.k, c.n, weight_row, y_data, context);
-    fallbacks_++;
-  }
+  };
+  bool fallback = false;
+  NPUFLOW_RETURN_IF_ERROR(fallback_.run(
+      on_device,
+      [&] {
+        fallback = true;
+        reference_linear(x_data, c.m, c.k, c.n, weight_row, y_data, context);
+        return Status::ok();
+      },
+      fallbacks_, logger_,
+      [&](const Status& status) {
+        return str_cat("device ", device_.name(), " could not run MUL_MAT '", node->name, "' (",
+                       describe(c), "): ", status.to_string(),
+                       "; running it on the host reference (said once)");
+      }));
   if (logger_.enabled(LogLevel::kTrace)) {
     logger_.trace(str_cat("MUL_MAT '", node->name, "' ", describe(c),
                           fallback ? " on host reference" : " on device"));

@@ -12,6 +12,7 @@
 #include "device/device.h"
 #include "ggml.h"
 #include "ggml/ggml-npuflow.h"
+#include "ops/device_fallback.h"
 #include "pack/resident_weights.h"
 #include "route/matmul_route.h"
 
@@ -58,8 +59,8 @@ class MatmulEngine {
   const bool counted_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;
-  int64_t fallbacks_ = 0;
-  bool warned_fallback_ = false;
+  std::atomic<int64_t> fallbacks_{0};
+  DeviceFallback fallback_;
 };
 
 }  // namespace npuflow::ggml

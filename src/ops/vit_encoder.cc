@@ -469,22 +469,34 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
       if (L.rope) apply_rotary(qkv, tokens, d, heads_, s.rotary[image][li]);
       const AttentionBias& bias =
           L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias;
-      if (on_device) {
-        bool expressible = false;
-        const Status status = device_attention(*device_, qkv, {tokens, d, heads_}, L.scale, bias,
-                                               ctx + i * tokens * d, context, &expressible);
-        if (status.is_ok()) continue;
-        if (!expressible && !inexpressible_attention_logged_.exchange(true)) {
-          logger_.info(str_cat(name_, ": a ", tokens, "-token attention runs on the host (",
-                               status.message(), "; reported once)"));
-        } else if (expressible && !attention_fallback_logged_.exchange(true)) {
-          logger_.warning(str_cat(name_, ": ", device_->name(), " did not take a ", tokens,
-                                  "-token attention (", status.to_string(),
-                                  "); such calls run on the host (reported once)"));
-        }
+      auto on_host = [&] {
+        host_attention(qkv, {tokens, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
+                       context);
+        return Status::ok();
+      };
+      if (!on_device) {
+        NPUFLOW_RETURN_IF_ERROR(on_host());
+        continue;
       }
-      host_attention(qkv, {tokens, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
-                     context);
+      bool expressible = true;
+      NPUFLOW_RETURN_IF_ERROR(attention_fallback_.run(
+          [&]() -> Status {
+            const Status status =
+                device_attention(*device_, qkv, {tokens, d, heads_}, L.scale, bias,
+                                 ctx + i * tokens * d, context, &expressible);
+            if (!expressible && !inexpressible_attention_logged_.exchange(true)) {
+              logger_.info(str_cat(name_, ": a ", tokens, "-token attention runs on the host (",
+                                   status.message(), "; reported once)"));
+            }
+            // What fp16 or one mask cannot say is the host's by design, not a fallback.
+            return expressible ? status : on_host();
+          },
+          on_host, fallback_calls_, logger_,
+          [&](const Status& status) {
+            return str_cat(name_, ": ", device_->name(), " did not take a ", tokens,
+                           "-token attention (", status.to_string(),
+                           "); such calls run on the host (reported once)");
+          }));
     }
     zero_rows(ctx, rows, rp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, rp, rows, s.tmp.data(), context));

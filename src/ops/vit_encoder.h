@@ -21,6 +21,7 @@
 #include "core/parallel.h"
 #include "core/status.h"
 #include "device/device.h"
+#include "ops/device_fallback.h"
 #include "ops/vector_math.h"
 #include "quant/integer_matmul.h"
 
@@ -210,8 +211,8 @@ class VitEncoder {
   std::string name_;
   std::shared_ptr<Device> device_;
   std::shared_ptr<Device> host_;  // the exact fallback when device_ is not the host
-  mutable std::atomic<bool> fallback_logged_{false};
-  mutable std::atomic<bool> attention_fallback_logged_{false};       // the device refused or failed
+  DeviceFallback projection_fallback_, attention_fallback_;
+  mutable std::atomic<int64_t> fallback_calls_{0};  // projections and attention rerun on the host
   mutable std::atomic<bool> inexpressible_attention_logged_{false};  // fp16 or one mask cannot
   std::optional<int64_t> device_attention_min_tokens_;
   int64_t last_hazard_ = -1;  // layers up to this one keep attention on the host

@@ -137,43 +137,47 @@ Result<VitEncoder::Dense> VitEncoder::pack(const std::vector<const DenseWeights*
 Status VitEncoder::project(const Dense& dense, const float* x, int64_t rows_padded, int64_t rows,
                            float* y, const ExecContext& context) const {
   // The one device call site.
-  Status status;
   if (dense.dynamic) {
     // Zero pad rows leave DynamicQuantizeLinear's range alone: it always holds 0.
     NPUFLOW_RETURN_IF_ERROR(dense.dynamic->run_dynamic(x, rows_padded, y, context));
-  } else if (dense.fp16) {
-    // fp16 operands, fp32 results; rows padded with zeros up to what the resident plan serves.
-    const int64_t device_rows =
-        std::max(rows_padded, device_->resident_min_rows(ElementType::kFloat16));
-    thread_local std::vector<uint16_t> half;
-    thread_local std::vector<float> padded_out;
-    half.assign(static_cast<size_t>(device_rows * dense.k), 0);
-    const bool in_range =
-        floats_to_half_in_range(x, static_cast<size_t>(rows_padded * dense.k), half.data());
-    float* out = y;
-    if (device_rows != rows_padded) {
-      padded_out.resize(static_cast<size_t>(device_rows * dense.n));
-      out = padded_out.data();
-    }
-    status = in_range ? device_->gemm_fp16(half.data(), device_rows, *dense.packed, out,
-                                           ElementType::kFloat32, context)
-                      : unsupported("an activation is beyond fp16's range");
-    if (status.is_ok() && out != y) std::copy(out, out + rows_padded * dense.n, y);
-  } else if (dense.packed) {
-    status = device_->gemm_float(x, rows_padded, *dense.packed, y, context);
-  } else {
+  } else if (!dense.fp16 && !dense.packed) {
     // Packed for the host at compile time, which logged why; not a device refusal.
     if (!dense.fallback) return internal_error("a projection has no packed weight");
     NPUFLOW_RETURN_IF_ERROR(host_->gemm_float(x, rows_padded, *dense.fallback, y, context));
-  }
-  if (!status.is_ok()) {
-    if (!dense.fallback) return status;
-    if (!fallback_logged_.exchange(true)) {
-      logger_.warning(str_cat(name_, ": ", device_->name(), " refused a ", rows_padded, "x",
-                              dense.k, "x", dense.n, " projection (", status.to_string(),
-                              "); such calls run on the host (reported once)"));
+  } else {
+    auto on_device = [&]() -> Status {
+      if (!dense.fp16) return device_->gemm_float(x, rows_padded, *dense.packed, y, context);
+      // fp16 operands, fp32 results; rows padded with zeros up to what the resident plan serves.
+      const int64_t device_rows =
+          std::max(rows_padded, device_->resident_min_rows(ElementType::kFloat16));
+      thread_local std::vector<uint16_t> half;
+      thread_local std::vector<float> padded_out;
+      half.assign(static_cast<size_t>(device_rows * dense.k), 0);
+      if (!floats_to_half_in_range(x, static_cast<size_t>(rows_padded * dense.k), half.data())) {
+        return unsupported("an activation is beyond fp16's range");
+      }
+      float* out = y;
+      if (device_rows != rows_padded) {
+        padded_out.resize(static_cast<size_t>(device_rows * dense.n));
+        out = padded_out.data();
+      }
+      NPUFLOW_RETURN_IF_ERROR(device_->gemm_fp16(half.data(), device_rows, *dense.packed, out,
+                                                 ElementType::kFloat32, context));
+      if (out != y) std::copy(out, out + rows_padded * dense.n, y);
+      return Status::ok();
+    };
+    if (!dense.fallback) {  // the session's device is the host: nothing to fall back to
+      NPUFLOW_RETURN_IF_ERROR(on_device());
+    } else {
+      NPUFLOW_RETURN_IF_ERROR(projection_fallback_.run(
+          on_device, [&] { return host_->gemm_float(x, rows_padded, *dense.fallback, y, context); },
+          fallback_calls_, logger_,
+          [&](const Status& status) {
+            return str_cat(name_, ": ", device_->name(), " refused a ", rows_padded, "x", dense.k,
+                           "x", dense.n, " projection (", status.to_string(),
+                           "); such calls run on the host (reported once)");
+          }));
     }
-    NPUFLOW_RETURN_IF_ERROR(host_->gemm_float(x, rows_padded, *dense.fallback, y, context));
   }
   for (int64_t r = 0; r < rows; ++r) {
     float* out = y + r * dense.n;

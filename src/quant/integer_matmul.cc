@@ -6,6 +6,7 @@
 #include "core/scratch.h"
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
+#include "ops/device_rows.h"
 #include "quant/dynamic_quantize.h"
 #include "quant/symmetric_quantization.h"
 #include "route/matmul_route.h"
@@ -83,7 +84,7 @@ Result<std::unique_ptr<IntegerMatMul>> IntegerMatMul::create(
   auto kernel = std::unique_ptr<IntegerMatMul>(
       new IntegerMatMul(std::move(name), std::move(spec), std::move(plain), std::move(resident),
                         std::move(device), min_rows, std::move(logger)));
-  if (!kernel->packed_) kernel->fallback_logged_ = true;  // said above, once
+  if (!kernel->packed_) kernel->fallback_.mark_logged();  // said above, once
   return kernel;
 }
 
@@ -192,40 +193,30 @@ Status IntegerMatMul::run_terms(const void* a, ElementType a_type, int64_t m,
     int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * n));
     int8_gemm_loop(a, a_type, m, k, weight_.data(), n, acc);
     apply_block(terms, acc, n, 0, 0, m, n, out);
+    return Status::ok();
   };
   if (!integer_gemm_on_device(m, min_rows_) || !packed_) {
     (packed_ ? counters_.host_row_calls : counters_.fallback_calls)++;
-    host_loop();
-    return Status::ok();
+    return host_loop();
   }
-  // The device's row contract (RK3588: M % 4): zero rows are appended and their results dropped.
-  const int64_t multiple = device_->row_multiple(a_type);
-  const int64_t device_rows = (m + multiple - 1) / multiple * multiple;
-  const void* device_a = a;
-  if (device_rows != m) {
-    uint8_t* padded = sized(scratch.padded_rows, static_cast<size_t>(device_rows * k));
-    std::memcpy(padded, a, static_cast<size_t>(m * k));
-    std::memset(padded + m * k, 0, static_cast<size_t>((device_rows - m) * k));
-    device_a = padded;
-  }
+  const DeviceRows device_a =
+      pad_to_device_rows(*device_, a_type, a, m, static_cast<size_t>(k), scratch.padded_rows);
   const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t rows, int64_t cols,
                                   const int32_t* block, int64_t ld) {
-    if (row >= m) return;  // padding rows
-    apply_block(terms, block, ld, row, col, std::min(rows, m - row), cols, out);
+    apply_block(terms, block, ld, row, col, rows, cols, out);
   };
-  Status status = device_->gemm_int8_blocks(device_a, a_type, device_rows, *packed_, sink, context);
-  if (status.is_ok()) {
-    counters_.device_calls++;
-    return Status::ok();
-  }
-  // The host loop rewrites the whole output, so blocks a failed call handed out do not matter.
-  counters_.fallback_calls++;
-  if (!fallback_logged_.exchange(true)) {
-    logger_.warning(str_cat("npu_integer_fallback ", name_, " m=", m, " k=", k, " n=", n, ": ",
-                            status.to_string(), "; running on the host loop (reported once)"));
-  }
-  host_loop();
-  return Status::ok();
+  return fallback_.run(
+      [&] {
+        NPUFLOW_RETURN_IF_ERROR(
+            gemm_int8_real_rows(*device_, device_a, a_type, m, *packed_, sink, context));
+        counters_.device_calls++;
+        return Status::ok();
+      },
+      host_loop, counters_.fallback_calls, logger_,
+      [&](const Status& status) {
+        return str_cat("npu_integer_fallback ", name_, " m=", m, " k=", k, " n=", n, ": ",
+                       status.to_string(), "; running on the host loop (reported once)");
+      });
 }
 
 Status IntegerMatMul::run_dynamic(const float* x, int64_t m, float* out,

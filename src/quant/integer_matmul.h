@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "device/device.h"
+#include "ops/device_fallback.h"
 
 namespace npuflow {
 
@@ -90,7 +91,7 @@ class IntegerMatMul {
   Logger logger_;
   bool needs_row_sums_ = false;
   mutable IntegerMatMulCounters counters_;
-  mutable std::atomic<bool> fallback_logged_{false};
+  DeviceFallback fallback_;
 };
 
 }  // namespace npuflow

@@ -7,6 +7,7 @@
 #include "core/scratch.h"
 #include "core/strings.h"
 #include "host/int8_gemm_loop.h"
+#include "ops/device_rows.h"
 #include "route/matmul_route.h"
 
 namespace npuflow {
@@ -73,7 +74,7 @@ Result<std::unique_ptr<QdqMatMul>> QdqMatMul::create(std::string name, QdqGemmSp
   auto kernel = std::unique_ptr<QdqMatMul>(
       new QdqMatMul(std::move(name), std::move(epilogue), std::move(plain), std::move(resident),
                     std::move(device), min_rows, std::move(logger)));
-  if (!kernel->packed_) kernel->fallback_logged_ = true;  // said above, once
+  if (!kernel->packed_) kernel->fallback_.mark_logged();  // said above, once
   return kernel;
 }
 
@@ -104,6 +105,7 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
     int32_t* acc = sized(scratch.accumulators, static_cast<size_t>(m * spec.n));
     int8_gemm_loop(a, a_type, m, spec.k, weight_.data(), spec.n, acc);
     epilogue_.apply(acc, row_sums, m, out, rows);
+    return Status::ok();
   };
   if (!integer_gemm_on_device(m, min_rows_)) {
     counters_.host_row_calls++;
@@ -111,52 +113,37 @@ Status QdqMatMul::run(const void* a, ElementType a_type, int64_t m, void* out,
       logger_.trace(str_cat("npu_qdq_host_rows ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
                             " min=", min_rows_));
     }
-    host_loop();
-    return Status::ok();
+    return host_loop();
   }
   if (!packed_) {
     counters_.fallback_calls++;  // the weight never made it onto the device (logged at create)
-    host_loop();
-    return Status::ok();
+    return host_loop();
   }
-  // The device's row contract (RK3588: M % 4): zero rows are appended and their results dropped.
-  const int64_t multiple = device_->row_multiple(a_type);
-  const int64_t device_rows = (m + multiple - 1) / multiple * multiple;
-  const void* device_a = a;
-  if (device_rows != m) {
-    const size_t row_bytes = static_cast<size_t>(spec.k);  // int8 and uint8: one byte each
-    uint8_t* padded = sized(scratch.padded_rows, static_cast<size_t>(device_rows) * row_bytes);
-    std::memcpy(padded, a, static_cast<size_t>(m) * row_bytes);
-    std::memset(padded + m * row_bytes, 0, static_cast<size_t>(device_rows - m) * row_bytes);
-    device_a = padded;
-    counters_.padded_calls++;
-  }
+  // int8 and uint8 rows: one byte per element.
+  const DeviceRows device_a =
+      pad_to_device_rows(*device_, a_type, a, m, static_cast<size_t>(spec.k), scratch.padded_rows);
+  if (device_a.padded) counters_.padded_calls++;
   // The epilogue runs on each block as the device finishes it, on the device's worker thread.
   const Int32BlockSink sink = [&](int64_t row, int64_t col, int64_t block_rows, int64_t cols,
                                   const int32_t* block, int64_t ld) {
-    if (row >= m) return;  // padding rows
-    epilogue_.apply_block(block, ld, row, col, std::min(block_rows, m - row), cols, row_sums, out,
-                          rows);
+    epilogue_.apply_block(block, ld, row, col, block_rows, cols, row_sums, out, rows);
   };
-  Status status = device_->gemm_int8_blocks(device_a, a_type, device_rows, *packed_, sink, context);
-  if (status.is_ok()) {
-    counters_.device_calls++;
-    if (logger_.enabled(LogLevel::kTrace)) {
-      logger_.trace(str_cat("npu_qdq_device ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
-                            " device=", device_->name()));
-    }
-    return Status::ok();
-  }
-  // A failed call may have handed out some blocks already; the host loop rewrites the whole
-  // output, so the result is the exact one either way.
-  counters_.fallback_calls++;
-  if (!fallback_logged_.exchange(true)) {
-    logger_.warning(str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
-                            ": ", status.to_string(),
-                            "; running on the host loop (reported once per node)"));
-  }
-  host_loop();
-  return Status::ok();
+  return fallback_.run(
+      [&] {
+        NPUFLOW_RETURN_IF_ERROR(
+            gemm_int8_real_rows(*device_, device_a, a_type, m, *packed_, sink, context));
+        counters_.device_calls++;
+        if (logger_.enabled(LogLevel::kTrace)) {
+          logger_.trace(str_cat("npu_qdq_device ", name_, " m=", m, " k=", spec.k, " n=", spec.n,
+                                " device=", device_->name()));
+        }
+        return Status::ok();
+      },
+      host_loop, counters_.fallback_calls, logger_,
+      [&](const Status& status) {
+        return str_cat("npu_qdq_fallback ", name_, " m=", m, " k=", spec.k, " n=", spec.n, ": ",
+                       status.to_string(), "; running on the host loop (reported once per node)");
+      });
 }
 
 Status QdqMatMul::run_from_dequantized(const float* a, ElementType quantized_type, int64_t m,

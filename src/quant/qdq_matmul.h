@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "device/device.h"
+#include "ops/device_fallback.h"
 #include "quant/qdq_epilogue.h"
 
 namespace npuflow {
@@ -63,7 +64,7 @@ class QdqMatMul {
   int64_t min_rows_;
   Logger logger_;
   mutable QdqMatMulCounters counters_;
-  mutable std::atomic<bool> fallback_logged_{false};
+  DeviceFallback fallback_;
 };
 
 }  // namespace npuflow
