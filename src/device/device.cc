@@ -1,5 +1,6 @@
 #include "device/device.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/strings.h"
@@ -20,6 +21,77 @@ Status check_attention_call(const Fp16Attention& call) {
   }
   if (call.q == nullptr || call.k == nullptr || call.v == nullptr || call.out == nullptr) {
     return invalid_argument("attention needs q, k, v and out");
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// One axis of a convolution's output: 0 when the padded input is shorter than the kernel's span.
+int64_t conv_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  const int64_t padded = in + 2 * pad, span = dil * (k - 1) + 1;
+  return padded < span || stride <= 0 ? 0 : (padded - span) / stride + 1;
+}
+
+int64_t conv_transpose_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t opad,
+                              int64_t dil) {
+  return std::max<int64_t>(0, (in - 1) * stride - 2 * pad + dil * (k - 1) + opad + 1);
+}
+
+// The checks both calls share: positive extents, strides and dilations, pads >= 0, operands,
+// depthwise channels, a non-empty output.
+template <typename Call>
+Status check_conv_common(const Call& call, const char* op, int64_t oh, int64_t ow) {
+  if (call.ic <= 0 || call.ih <= 0 || call.iw <= 0 || call.oc <= 0 || call.kh <= 0 ||
+      call.kw <= 0 || call.stride_y <= 0 || call.stride_x <= 0 || call.dil_y <= 0 ||
+      call.dil_x <= 0 || call.pad_top < 0 || call.pad_left < 0) {
+    return invalid_argument(str_cat(op, " shape ic=", call.ic, " ih=", call.ih, " iw=", call.iw,
+                                    " oc=", call.oc, " kernel ", call.kh, "x", call.kw, " stride ",
+                                    call.stride_y, "x", call.stride_x, " dilation ", call.dil_y,
+                                    "x", call.dil_x, " pad ", call.pad_top, ",", call.pad_left,
+                                    " has an empty or negative dimension"));
+  }
+  if (call.input == nullptr || call.weight == nullptr || call.out == nullptr) {
+    return invalid_argument(str_cat(op, " needs input, weight and out"));
+  }
+  if (call.depthwise && call.oc != call.ic) {
+    return invalid_argument(
+        str_cat("a depthwise ", op, " needs oc == ic (", call.oc, " vs ", call.ic, ")"));
+  }
+  if (oh < 1 || ow < 1) {
+    return invalid_argument(str_cat(op, " output would be ", oh, "x", ow));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int64_t conv2d_output_height(const Fp16Conv2d& c) {
+  return conv_extent(c.ih, c.kh, c.stride_y, c.pad_top, c.dil_y);
+}
+int64_t conv2d_output_width(const Fp16Conv2d& c) {
+  return conv_extent(c.iw, c.kw, c.stride_x, c.pad_left, c.dil_x);
+}
+int64_t conv_transpose2d_output_height(const Fp16ConvTranspose2d& c) {
+  return conv_transpose_extent(c.ih, c.kh, c.stride_y, c.pad_top, c.opad_y, c.dil_y);
+}
+int64_t conv_transpose2d_output_width(const Fp16ConvTranspose2d& c) {
+  return conv_transpose_extent(c.iw, c.kw, c.stride_x, c.pad_left, c.opad_x, c.dil_x);
+}
+
+Status check_conv2d_call(const Fp16Conv2d& call) {
+  return check_conv_common(call, "conv2d", conv2d_output_height(call), conv2d_output_width(call));
+}
+
+Status check_conv_transpose2d_call(const Fp16ConvTranspose2d& call) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_common(call, "conv_transpose2d",
+                                            conv_transpose2d_output_height(call),
+                                            conv_transpose2d_output_width(call)));
+  if (call.opad_y < 0 || call.opad_x < 0 || call.opad_y >= call.stride_y ||
+      call.opad_x >= call.stride_x) {
+    return invalid_argument(str_cat("conv_transpose2d output padding ", call.opad_y, ",",
+                                    call.opad_x, " is not in [0, stride) (stride ", call.stride_y,
+                                    "x", call.stride_x, ")"));
   }
   return Status::ok();
 }
@@ -62,6 +134,14 @@ Status Device::gemm_groupwise(const int8_t*, const float*, int64_t, const Packed
 
 Status Device::attention_fp16(const Fp16Attention&, const ExecContext&) {
   return unsupported(str_cat(name(), " has no attention"));
+}
+
+Status Device::conv2d_fp16(const Fp16Conv2d&, const ExecContext&) {
+  return unsupported(str_cat(name(), " has no convolution"));
+}
+
+Status Device::conv_transpose2d_fp16(const Fp16ConvTranspose2d&, const ExecContext&) {
+  return unsupported(str_cat(name(), " has no transposed convolution"));
 }
 
 }  // namespace npuflow

@@ -76,6 +76,54 @@ struct Fp16Attention {
 // multiple of kv_heads); OK otherwise.
 Status check_attention_call(const Fp16Attention& call);
 
+// One 2-D convolution in fp16 (batch 1), in librocketnpu's layout (rocket_conv.h), every array
+// dense and row-major, binary16 bit patterns:
+//   input [ic][ih][iw]; weight [oc][ic][kh][kw] (direct) or [oc][1][kh][kw] (depthwise, oc == ic);
+//   out [oc][oh][ow], oh = conv2d_output_height(call), ow = conv2d_output_width(call):
+//   out[o][y][x] = sum_{c, i, j} weight[o][c][i][j] *
+//                  input[c][y * stride_y + i * dil_y - pad_top][x * stride_x + j * dil_x -
+//                  pad_left]
+// (depthwise: c == o only). The padding is symmetric (pad_top also below, pad_left also right) and
+// reads zeros.
+struct Fp16Conv2d {
+  int64_t ic = 0, ih = 0, iw = 0, oc = 0, kh = 0, kw = 0;
+  int64_t stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0, dil_y = 1, dil_x = 1;
+  bool depthwise = false;
+  const uint16_t* input = nullptr;
+  const uint16_t* weight = nullptr;
+  uint16_t* out = nullptr;
+};
+
+// One 2-D transposed convolution in fp16 (batch 1), librocketnpu's layout: input [ic][ih][iw];
+// weight [ic][oc][kh][kw] (direct, ONNX/PyTorch order) or [c][1][kh][kw] (depthwise, oc == ic);
+// out [oc][oh][ow] with oh = (ih - 1) * stride_y - 2 * pad_top + dil_y * (kh - 1) + opad_y + 1 (ow
+// likewise). Each input pixel scatters a weighted kernel into the output:
+//   out[o][y][x] = sum over c, i, j and input pixels (r, s) with
+//                  y = r * stride_y - pad_top + i * dil_y, x = s * stride_x - pad_left + j * dil_x
+//                  of input[c][r][s] * weight[c][o][i][j]   (depthwise: c == o only).
+// opad_* is ONNX's output_padding (a trailing border, < the stride).
+struct Fp16ConvTranspose2d {
+  int64_t ic = 0, ih = 0, iw = 0, oc = 0, kh = 0, kw = 0;
+  int64_t stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0, opad_y = 0, opad_x = 0;
+  int64_t dil_y = 1, dil_x = 1;
+  bool depthwise = false;
+  const uint16_t* input = nullptr;
+  const uint16_t* weight = nullptr;
+  uint16_t* out = nullptr;
+};
+
+// Output extents; 0 where the padded input is shorter than the dilated kernel.
+int64_t conv2d_output_height(const Fp16Conv2d& call);
+int64_t conv2d_output_width(const Fp16Conv2d& call);
+int64_t conv_transpose2d_output_height(const Fp16ConvTranspose2d& call);
+int64_t conv_transpose2d_output_width(const Fp16ConvTranspose2d& call);
+
+// invalid_argument for a call no device could take (a non-positive extent, stride or dilation, a
+// negative pad, null operands, depthwise with oc != ic, an empty output, output padding not below
+// the stride); OK otherwise.
+Status check_conv2d_call(const Fp16Conv2d& call);
+Status check_conv_transpose2d_call(const Fp16ConvTranspose2d& call);
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -151,6 +199,14 @@ class Device {
   // the fp16 operands, one rounding of the output). RK3588 (sim): librocketnpu's flash attention
   // (fp16 scores, host softmax with P rounded to fp16 twice, fp16 P V; head_dim % 32, dv % 16).
   virtual Status attention_fp16(const Fp16Attention& call, const ExecContext& context);
+
+  // Convolution and transposed convolution (see Fp16Conv2d, Fp16ConvTranspose2d). Host: the exact
+  // reference (operands widened exactly, each output summed in fp32, one rounding to fp16).
+  // RK3588 (sim): librocketnpu's rocket_conv2d_fp16 / rocket_conv_transpose2d_fp16, which claim
+  // bit-exact equality with that reference (direct OC % 16, depthwise C % 32, transposed pads
+  // within the dilated kernel).
+  virtual Status conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context);
+  virtual Status conv_transpose2d_fp16(const Fp16ConvTranspose2d& call, const ExecContext& context);
 
   // What the device did this session (calls, submits, bytes moved, modelled time), as text lines
   // for NPUFLOW_PROF=1; empty when the device keeps no profile.

@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "host/float_exact_int8.h"
 #include "host/fp16_attention.h"
+#include "host/fp16_conv.h"
 #include "host/int8_gemm_loop.h"
 #include "host/onednn_weight.h"
 
@@ -516,6 +517,19 @@ Status HostDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_
 Status HostDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
   NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
   fp16_attention_reference(call, context);
+  return Status::ok();
+}
+
+Status HostDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv2d_call(call));
+  fp16_conv2d_reference(call, context);
+  return Status::ok();
+}
+
+Status HostDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                                         const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose2d_call(call));
+  fp16_conv_transpose2d_reference(call, context);
   return Status::ok();
 }
 

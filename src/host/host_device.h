@@ -50,6 +50,9 @@ class HostDevice final : public Device {
                         const float* w_scales, float* c, const ExecContext& context) override;
 
   Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
+  Status conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) override;
+  Status conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                               const ExecContext& context) override;
 
  private:
   struct Impl;

@@ -193,20 +193,31 @@ CostEstimate CostModel::npu(const CostQuery& query) {
   return e;
 }
 
+namespace {
+
+// An fp16 GEMM whose operands are both packed on the call (attention, convolution).
+CostQuery unpacked_fp16(int64_t m, int64_t k, int64_t n, int workers, bool patched_kernel,
+                        GemmKind kind) {
+  CostQuery query;
+  query.type = NpuType::kFp16;
+  query.m = m;
+  query.k = k;
+  query.n = n;
+  query.workers = workers;
+  query.resident = false;
+  query.kind = kind;
+  query.patched_kernel = patched_kernel;
+  return query;
+}
+
+}  // namespace
+
 CostEstimate CostModel::attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
                                   int64_t heads, int workers, bool patched_kernel) {
   CostEstimate total;
   auto add = [&](int64_t m, int64_t k, int64_t n) {
-    CostQuery query;
-    query.type = NpuType::kFp16;
-    query.m = m;
-    query.k = k;
-    query.n = n;
-    query.workers = workers;
-    query.resident = false;
-    query.kind = GemmKind::kAttentionScore;
-    query.patched_kernel = patched_kernel;
-    const CostEstimate e = npu(query);
+    const CostEstimate e =
+        npu(unpacked_fp16(m, k, n, workers, patched_kernel, GemmKind::kAttentionScore));
     const auto h = static_cast<double>(heads);
     total.device_us += e.device_us * h;
     total.host_us += e.host_us * h;
@@ -220,6 +231,11 @@ CostEstimate CostModel::attention(int64_t tokens, int64_t kv, int64_t head_dim, 
   add(tokens, head_dim, kv);
   add(tokens, kv, dv);
   return total;
+}
+
+CostEstimate CostModel::convolution(int64_t m, int64_t k, int64_t n, int workers,
+                                    bool patched_kernel) {
+  return npu(unpacked_fp16(m, k, n, workers, patched_kernel, GemmKind::kProjection));
 }
 
 std::string CostModel::describe() {

@@ -81,6 +81,13 @@ class CostModel {
   // (ROCKET_FA_CHAIN) is not modelled, so this prices every head's submits: an upper bound.
   static CostEstimate attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
                                 int64_t heads, int workers, bool patched_kernel);
+  // librocketnpu's fp16 convolution (rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx)
+  // as one M x K x N fp16 GEMM with both operands packed per call (sim/sim_conv.h ConvGemm):
+  // the CNA convolves natively, so this assumes its per-MAC rate is the matmul's [A] and the
+  // host packs the im2col volume M x K (it scatters only the input feature: pessimistic for
+  // kernels larger than 1x1).
+  static CostEstimate convolution(int64_t m, int64_t k, int64_t n, int workers,
+                                  bool patched_kernel);
   // The modelled RK3588 CPU (A76 cluster) for the same matmul, in microseconds.
   static double cpu_us(NpuType type, int64_t m, int64_t k, int64_t n);
   // Derived: one fd's compute rate for `type` (GOP/s) that reproduces the calibration figure.

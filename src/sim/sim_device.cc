@@ -9,8 +9,10 @@
 #include "core/fp16.h"
 #include "core/scratch.h"
 #include "core/strings.h"
+#include "host/fp16_conv.h"
 #include "sim/cost_model.h"
 #include "sim/sim_attention.h"
+#include "sim/sim_conv.h"
 
 namespace npuflow::sim {
 namespace {
@@ -581,27 +583,32 @@ Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t
   return Status::ok();
 }
 
-Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
-  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
-  Status shape = check_attention_shape(call);
-  if (!shape.is_ok()) {
-    state_->refused();
-    return shape;
-  }
-  const SimOptions& o = state_->options;
-  const CostEstimate cost = CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv,
-                                                 call.heads, o.workers, o.patched_kernel);
-  const size_t out_count = static_cast<size_t>(call.heads * call.tokens * call.dv);
+namespace {
+
+// A contract refusal, counted.
+Status refusing(SimDevice::State& state, Status shape) {
+  if (!shape.is_ok()) state.refused();
+  return shape;
+}
+
+// One composed call (attention, convolution) that passed its contract: counted (`kind` among
+// the calls), failed (its output garbage) or picked for corruption by the injection options,
+// charged `cost` and `cpu_us` (the same work on the board's CPU), then `compute` run and its wall
+// time kept; a corrupted call's first output element goes far off.
+template <typename Compute>
+Status run_composed(SimDevice::State& state, int64_t SimProfile::*kind, const CostEstimate& cost,
+                    double cpu_us, uint16_t* out, size_t out_count, Compute&& compute) {
+  const SimOptions& o = state.options;
   bool corrupt = false;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    SimProfile& p = state_->profile;
+    std::lock_guard<std::mutex> lock(state.mutex);
+    SimProfile& p = state.profile;
     p.calls++;
-    p.attention_calls++;
-    const int64_t index = ++state_->submissions;
+    (p.*kind)++;
+    const int64_t index = ++state.submissions;
     if (o.fail_every > 0 && index % o.fail_every == 0) {
       p.failed++;
-      std::memset(call.out, 0x5a, out_count * sizeof(uint16_t));
+      std::memset(out, 0x5a, out_count * sizeof(uint16_t));
       return Status(StatusCode::kDeviceFailure,
                     str_cat("ROCKET_E_DEVICE: injected submit failure on call ", index,
                             " (sim_fail_every=", o.fail_every, ")"));
@@ -616,19 +623,63 @@ Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& c
     p.bytes_read_back += cost.bytes_read_back;
     p.device_ms += cost.device_us / 1e3;
     p.host_ms += cost.host_us / 1e3;
-    p.cpu_ms += static_cast<double>(call.heads) *
-                (CostModel::cpu_us(NpuType::kFp16, call.tokens, call.head_dim, call.kv) +
-                 CostModel::cpu_us(NpuType::kFp16, call.tokens, call.kv, call.dv)) /
-                1e3;
+    p.cpu_ms += cpu_us / 1e3;
   }
   const auto start = std::chrono::steady_clock::now();
-  flash_attention(call, context);
+  compute();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (corrupt) call.out[0] = float_to_half_bits(corrupted(half_bits_to_float(call.out[0])));
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->profile.emulation_ms += ms;
+  if (corrupt) out[0] = float_to_half_bits(corrupted(half_bits_to_float(out[0])));
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.profile.emulation_ms += ms;
   return Status::ok();
+}
+
+// A convolution priced as its one GEMM.
+template <typename Compute>
+Status run_convolution(SimDevice::State& state, const ConvGemm& gemm, uint16_t* out,
+                       size_t out_count, Compute&& compute) {
+  const SimOptions& o = state.options;
+  const CostEstimate cost =
+      CostModel::convolution(gemm.m, gemm.k, gemm.n, o.workers, o.patched_kernel);
+  return run_composed(state, &SimProfile::conv_calls, cost,
+                      CostModel::cpu_us(NpuType::kFp16, gemm.m, gemm.k, gemm.n), out, out_count,
+                      compute);
+}
+
+}  // namespace
+
+Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
+  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_attention_shape(call)));
+  const SimOptions& o = state_->options;
+  const CostEstimate cost = CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv,
+                                                 call.heads, o.workers, o.patched_kernel);
+  const double cpu_us = static_cast<double>(call.heads) *
+                        (CostModel::cpu_us(NpuType::kFp16, call.tokens, call.head_dim, call.kv) +
+                         CostModel::cpu_us(NpuType::kFp16, call.tokens, call.kv, call.dv));
+  return run_composed(*state_, &SimProfile::attention_calls, cost, cpu_us, call.out,
+                      static_cast<size_t>(call.heads * call.tokens * call.dv),
+                      [&] { flash_attention(call, context); });
+}
+
+Status SimDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv2d_call(call));
+  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_conv2d_shape(call)));
+  const auto out_count =
+      static_cast<size_t>(call.oc * conv2d_output_height(call) * conv2d_output_width(call));
+  return run_convolution(*state_, conv2d_gemm(call), call.out, out_count,
+                         [&] { fp16_conv2d_reference(call, context); });
+}
+
+Status SimDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                                        const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose2d_call(call));
+  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_conv_transpose2d_shape(call)));
+  const auto out_count = static_cast<size_t>(call.oc * conv_transpose2d_output_height(call) *
+                                             conv_transpose2d_output_width(call));
+  return run_convolution(*state_, conv_transpose2d_gemm(call), call.out, out_count,
+                         [&] { fp16_conv_transpose2d_reference(call, context); });
 }
 
 std::string SimDevice::profile_report() const {
@@ -643,6 +694,8 @@ std::string SimDevice::profile_report() const {
       p.emulation_ms, " ms wall\n",
       p.attention_calls > 0 ? str_cat("  of the calls, ", p.attention_calls, " flash attention\n")
                             : std::string(),
+      p.conv_calls > 0 ? str_cat("  of the calls, ", p.conv_calls, " convolution\n")
+                       : std::string(),
       state_->options.corrupt_every > 0
           ? str_cat("  corrupted ", p.corrupted, " call outputs on purpose (sim_corrupt_every=",
                     state_->options.corrupt_every, ")\n")

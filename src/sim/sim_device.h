@@ -41,8 +41,9 @@ struct SimOptions {
 };
 
 struct SimProfile {
-  int64_t calls = 0;            // accepted GEMM and attention calls (failed ones included)
+  int64_t calls = 0;  // accepted GEMM, attention and convolution calls (failed ones included)
   int64_t attention_calls = 0;  // of which attention
+  int64_t conv_calls = 0;       // of which convolution (direct, depthwise or transposed)
   int64_t refused = 0;          // contract, tiling or IOVA refusals
   int64_t failed = 0;           // injected submit failures
   int64_t corrupted = 0;        // calls whose output was corrupted on purpose (corrupt_every)
@@ -95,6 +96,11 @@ class SimDevice final : public Device {
 
   // librocketnpu's flash attention (sim/sim_attention.h), priced by CostModel::attention.
   Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
+  // librocketnpu's fp16 convolutions (sim/sim_conv.h: its contract, the host reference's exact
+  // result), priced by CostModel::convolution.
+  Status conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) override;
+  Status conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                               const ExecContext& context) override;
 
   std::string profile_report() const override;
 
