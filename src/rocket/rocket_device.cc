@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -65,6 +67,8 @@ struct RocketDevice::State {
   rocket_i8_ctx* int8_ctx = nullptr;
   rocket_i4_ctx* int4_ctx = nullptr;
   rocket_fa_ctx* attention_ctx = nullptr;
+  int fd = -1;  // rocket_open's, opened for the conv context on first use
+  rocket_conv_ctx* conv_ctx = nullptr;
   mutable std::mutex profile_mutex;
   std::map<std::string, int64_t> calls;     // entry point -> calls
   std::map<std::string, int64_t> refusals;  // "entry point: status" -> count
@@ -74,12 +78,16 @@ struct RocketDevice::State {
   std::tuple<std::vector<int8_t>, std::vector<uint16_t>> staged_rows;
   std::tuple<std::vector<int32_t>, std::vector<uint16_t>, std::vector<float>> output_rows;
   std::vector<float> scale_rows;
+  // A direct conv2d's filters and output padded to the library's OC multiple (under `mutex`).
+  std::vector<uint16_t> conv_weight, conv_out;
 
   ~State() {
     if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
     if (int8_ctx != nullptr) library->i8_ctx_free(int8_ctx);
     if (int4_ctx != nullptr) library->i4_ctx_free(int4_ctx);
     if (attention_ctx != nullptr) library->fa_ctx_free(attention_ctx);
+    if (conv_ctx != nullptr) library->conv_ctx_free(conv_ctx);
+    if (fd >= 0) library->close_device(fd);
   }
 
   void count(const char* entry) {
@@ -109,6 +117,39 @@ struct RocketDevice::State {
     count(create_entry);
     ctx = create(options.workers);
     if (ctx == nullptr) return refuse(create_entry, ROCKET_E_DEVICE, create_entry);
+    return Status::ok();
+  }
+
+  // The conv context on first use, over the fd this device opens for it (the context borrows the
+  // fd), under the caller's hold of `mutex`.
+  Status ensure_conv_context() {
+    if (fd < 0) {
+      count("rocket_open");
+      const int opened = library->open_device();
+      if (opened < 0)
+        return refuse("rocket_open", ROCKET_E_DEVICE, str_cat("rocket_open ", opened));
+      fd = opened;
+    }
+    return ensure_context(conv_ctx, "rocket_conv_ctx_create",
+                          [this](int) { return library->conv_ctx_create(fd); });
+  }
+
+  // One convolution: `call(ctx)` under the context lock (which also guards the reused buffers)
+  // with the caller's pool lent; `shape` names the call in a refusal.
+  template <typename Call>
+  Status run_convolution(const char* entry, const ExecContext& context, const std::string& shape,
+                         Call&& call) {
+    if (!library->has_convolution()) {
+      return unsupported(str_cat("librocketnpu '", library->path, "' has no ", entry));
+    }
+    int code = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      NPUFLOW_RETURN_IF_ERROR(ensure_conv_context());
+      count(entry);
+      code = call_with_pool(context, [&] { return call(conv_ctx); });
+    }
+    if (code != ROCKET_OK) return refuse(entry, code, str_cat(entry, " at ", shape));
     return Status::ok();
   }
 
@@ -491,6 +532,102 @@ Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext
                                   call.head_dim, " dv=", call.dv, " heads=", call.heads));
   }
   return Status::ok();
+}
+
+namespace {
+
+bool fits_int(std::initializer_list<int64_t> values) {
+  for (int64_t value : values) {
+    if (value > std::numeric_limits<int>::max()) return false;
+  }
+  return true;
+}
+
+// The library's descriptor for a call (checked by fits_int): the fields both kinds share.
+template <typename Desc, typename Call>
+Desc conv_desc(const Call& call) {
+  Desc d{};
+  d.ic = static_cast<int>(call.ic);
+  d.ih = static_cast<int>(call.ih);
+  d.iw = static_cast<int>(call.iw);
+  d.oc = static_cast<int>(call.oc);
+  d.kh = static_cast<int>(call.kh);
+  d.kw = static_cast<int>(call.kw);
+  d.stride_y = static_cast<int>(call.stride_y);
+  d.stride_x = static_cast<int>(call.stride_x);
+  d.pad_top = static_cast<int>(call.pad_top);
+  d.pad_left = static_cast<int>(call.pad_left);
+  d.dil_y = static_cast<int>(call.dil_y);
+  d.dil_x = static_cast<int>(call.dil_x);
+  d.depthwise = call.depthwise ? 1 : 0;
+  return d;
+}
+
+const _Float16* as_half(const uint16_t* bits) {
+  return reinterpret_cast<const _Float16*>(bits);
+}
+
+}  // namespace
+
+Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv2d_call(call));
+  const int64_t oh = conv2d_output_height(call), ow = conv2d_output_width(call);
+  // The direct path takes OC % 16: zero filters pad it, their outputs are dropped.
+  const bool pad = !call.depthwise && call.oc % kFp16NMultiple != 0;
+  const int64_t ocp = pad ? round_up(call.oc, kFp16NMultiple) : call.oc;
+  const int64_t filter = call.ic * call.kh * call.kw;
+  if (!fits_int({call.ic, call.ih, call.iw, ocp, call.kh, call.kw, call.stride_y, call.stride_x,
+                 call.pad_top, call.pad_left, call.dil_y, call.dil_x, ocp * filter,
+                 ocp * oh * ow})) {
+    return unsupported("conv2d beyond the library's int extents");
+  }
+  auto d = conv_desc<rocket_conv2d_desc>(call);
+  d.oc = static_cast<int>(ocp);
+  const RocketLibrary& lib = *state_->library;
+  return state_->run_convolution(
+      "rocket_conv2d_fp16_ctx", context,
+      str_cat(call.ic, "x", call.ih, "x", call.iw, " -> ", call.oc, " kernel ", call.kh, "x",
+              call.kw, call.depthwise ? " depthwise" : ""),
+      [&](rocket_conv_ctx* ctx) {
+        const uint16_t* weight = call.weight;
+        uint16_t* out = call.out;
+        if (pad) {
+          uint16_t* padded = State::grown(state_->conv_weight, ocp * filter);
+          std::copy(call.weight, call.weight + call.oc * filter, padded);
+          std::fill(padded + call.oc * filter, padded + ocp * filter, uint16_t{0});
+          weight = padded;
+          out = State::grown(state_->conv_out, ocp * oh * ow);
+        }
+        const int code = lib.conv2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(weight),
+                                             reinterpret_cast<_Float16*>(out));
+        if (code == ROCKET_OK && pad) std::copy(out, out + call.oc * oh * ow, call.out);
+        return code;
+      });
+}
+
+Status RocketDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                                           const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose2d_call(call));
+  if (!fits_int(
+          {call.ic, call.ih, call.iw, call.oc, call.kh, call.kw, call.stride_y, call.stride_x,
+           call.pad_top, call.pad_left, call.dil_y, call.dil_x,
+           call.oc * conv_transpose2d_output_height(call) * conv_transpose2d_output_width(call)})) {
+    return unsupported("conv_transpose2d beyond the library's int extents");
+  }
+  // The library zero-pads the direct form's OC and IC itself.
+  auto d = conv_desc<rocket_conv_transpose2d_desc>(call);
+  d.opad_y = static_cast<int>(call.opad_y);
+  d.opad_x = static_cast<int>(call.opad_x);
+  const RocketLibrary& lib = *state_->library;
+  return state_->run_convolution(
+      "rocket_conv_transpose2d_fp16_ctx", context,
+      str_cat(call.ic, "x", call.ih, "x", call.iw, " -> ", call.oc, " kernel ", call.kh, "x",
+              call.kw, " stride ", call.stride_y, "x", call.stride_x,
+              call.depthwise ? " depthwise" : ""),
+      [&](rocket_conv_ctx* ctx) {
+        return lib.conv_transpose2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(call.weight),
+                                             reinterpret_cast<_Float16*>(call.out));
+      });
 }
 
 std::string RocketDevice::profile_report() const {

@@ -21,6 +21,11 @@
 //   caller's (a multiple of its group, which the library checks).
 // - Attention: the caller's pre-scaled fp16 Q, K and transposed V go to the library as they are
 //   (Fp16Attention is the library's layout); softcap is 0.
+// - Convolution: Fp16Conv2d / Fp16ConvTranspose2d are the library's layouts and go to it as they
+//   are, on one rocket_conv_ctx over one fd this device opens (rocket_open) on first use and
+//   closes at the end. A direct conv2d's OC is padded to 16 with zero filters and its output
+//   cropped; depthwise C % 32 and a transposed pad beyond the dilated kernel are the library's
+//   refusals (the library pads a transposed convolution's OC and IC itself).
 #pragma once
 
 #include <memory>
@@ -81,6 +86,12 @@ class RocketDevice final : public Device {
   // library has it. The library pads tokens and keys itself; head_dim % 32 and dv % 16 are its
   // rules (ROCKET_E_SHAPE otherwise).
   Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
+
+  // fp16 convolutions (rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx), where the
+  // library has them.
+  Status conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) override;
+  Status conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                               const ExecContext& context) override;
 
   // Calls per librocketnpu entry point, refusals and failures by return code; on
   // librocketnpu-sim, the simulator's session profile after them.

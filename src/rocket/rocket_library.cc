@@ -62,6 +62,12 @@ Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& pa
   resolve(h, "rocket_fa_ctx_create", library->fa_ctx_create, optional);
   resolve(h, "rocket_fa_ctx_free", library->fa_ctx_free, optional);
   resolve(h, "rocket_flash_attn_fp16_ctx", library->flash_attn_fp16_ctx, optional);
+  resolve(h, "rocket_open", library->open_device, optional);
+  resolve(h, "rocket_close", library->close_device, optional);
+  resolve(h, "rocket_conv_ctx_create", library->conv_ctx_create, optional);
+  resolve(h, "rocket_conv_ctx_free", library->conv_ctx_free, optional);
+  resolve(h, "rocket_conv2d_fp16_ctx", library->conv2d_fp16_ctx, optional);
+  resolve(h, "rocket_conv_transpose2d_fp16_ctx", library->conv_transpose2d_fp16_ctx, optional);
   resolve(h, "rocketsim_last_error", library->sim_last_error, optional);
   resolve(h, "rocketsim_next_context", library->sim_next_context, optional);
   resolve(h, "rocketsim_lend_pool", library->sim_lend_pool, optional);

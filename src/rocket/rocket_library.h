@@ -16,6 +16,7 @@
 #define ROCKET_FLOAT16_T uint16_t
 #endif
 #include <rocket_attn.h>
+#include <rocket_conv.h>
 #include <rocket_matmul.h>
 #include <rocket_npu.h>
 
@@ -54,12 +55,24 @@ struct RocketLibrary {
   decltype(&rocket_fa_ctx_create) fa_ctx_create = nullptr;
   decltype(&rocket_fa_ctx_free) fa_ctx_free = nullptr;
   decltype(&rocket_flash_attn_fp16_ctx) flash_attn_fp16_ctx = nullptr;
+  // Optional: the fp16 convolutions on a resident-BO context borrowing one open device fd
+  // (rocket_npu.h rocket_open / rocket_close, rocket_conv.h).
+  decltype(&rocket_open) open_device = nullptr;
+  decltype(&rocket_close) close_device = nullptr;
+  decltype(&rocket_conv_ctx_create) conv_ctx_create = nullptr;
+  decltype(&rocket_conv_ctx_free) conv_ctx_free = nullptr;
+  decltype(&rocket_conv2d_fp16_ctx) conv2d_fp16_ctx = nullptr;
+  decltype(&rocket_conv_transpose2d_fp16_ctx) conv_transpose2d_fp16_ctx = nullptr;
   bool has_groupwise_int8() const { return i8_weights_pack_gw && matmul_int8_prepacked_gw; }
   bool has_int4() const {
     return i4_ctx_create && i4_ctx_free && i4_weights_pack && i4_weights_free && i4_weights_bytes &&
            matmul_int4_prepacked;
   }
   bool has_flash_attention() const { return fa_ctx_create && fa_ctx_free && flash_attn_fp16_ctx; }
+  bool has_convolution() const {
+    return open_device && close_device && conv_ctx_create && conv_ctx_free && conv2d_fp16_ctx &&
+           conv_transpose2d_fp16_ctx;
+  }
   bool has_groupwise_int4() const {
     return has_int4() && i4_weights_pack_gw && matmul_int4_prepacked_gw;
   }

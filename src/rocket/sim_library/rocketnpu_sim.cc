@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // librocketnpu-sim.so: npuflow's RK3588 simulator (src/sim/) behind librocketnpu's own C API, so
 // that the rocket device's code runs unchanged off-board. It implements the resident fp16,
-// int8 and int4 (plain and group-wise) matmul entry points and flash attention on a persistent
-// context (rocket_fa_ctx_*, rocket_flash_attn_fp16_ctx) with the vendor headers' exact
-// declarations (they are included: a signature that differs does not compile), and behind them the
-// sim's contract, numerics, IOVA accounting, injected failures and cost model, as the bare library:
-// weights that are not aligned are refused, not padded.
+// int8 and int4 (plain and group-wise) matmul entry points, flash attention on a persistent
+// context (rocket_fa_ctx_*, rocket_flash_attn_fp16_ctx) and the fp16 convolutions on a conv
+// context over a (fake) device fd (rocket_open, rocket_close, rocket_conv_ctx_*,
+// rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx, and their _plan) with the vendor
+// headers' exact declarations (they are included: a signature that differs does not compile), and
+// behind them the sim's contract, numerics, IOVA accounting, injected failures and cost model, as
+// the bare library: weights that are not aligned are refused, not padded.
 //
 // Environment, as the real library reads it: ROCKET_N_THREADS (workers when a context is
 // created with 0), ROCKET_KACC=0 (fp16 K tiles summed on the host). Simulator only:
@@ -32,13 +34,16 @@
 
 #include "core/parallel.h"
 #include "core/status.h"
+#include "core/strings.h"
 #include "device/device.h"
+#include "sim/sim_conv.h"
 #include "sim/sim_device.h"
 
 #if !defined(__FLT16_MAX__) && !defined(ROCKET_FLOAT16_T)
 #define ROCKET_FLOAT16_T uint16_t
 #endif
 #include <rocket_attn.h>
+#include <rocket_conv.h>
 #include <rocket_matmul.h>
 #include <rocket_npu.h>
 
@@ -421,6 +426,138 @@ ROCKETSIM_EXPORT int rocket_flash_attn_fp16_ctx(rocket_fa_ctx* c, int n_tokens, 
                                     .mask = bits(mask),
                                     .out = reinterpret_cast<uint16_t*>(out)};
   return code_of(c->context.device->attention_fp16(call, lent_context()));
+}
+
+// The device: nothing is opened; an fd only names the caller's intent to the conv context.
+ROCKETSIM_EXPORT int rocket_open(void) {
+  static std::atomic<int> next_fd{3};
+  return next_fd++;
+}
+ROCKETSIM_EXPORT void rocket_close(int) {}
+
+struct rocket_conv_ctx {
+  explicit rocket_conv_ctx(int fd) : context(0), fd(fd) {}
+  Context context;
+  int fd;
+};
+
+ROCKETSIM_EXPORT rocket_conv_ctx* rocket_conv_ctx_create(int fd) {
+  return new rocket_conv_ctx(fd);
+}
+ROCKETSIM_EXPORT void rocket_conv_ctx_free(rocket_conv_ctx* ctx) {
+  delete ctx;
+}
+
+namespace {
+
+const uint16_t* bits_of(const _Float16* half) {
+  return reinterpret_cast<const uint16_t*>(half);
+}
+
+// A descriptor as the device's call: the fields both kinds share (null operands stand for the
+// plan's "no buffers").
+template <typename Call, typename Desc>
+Call conv_call(const Desc& d, const _Float16* in, const _Float16* W, _Float16* out) {
+  Call call;
+  call.ic = d.ic;
+  call.ih = d.ih;
+  call.iw = d.iw;
+  call.oc = d.oc;
+  call.kh = d.kh;
+  call.kw = d.kw;
+  call.stride_y = d.stride_y;
+  call.stride_x = d.stride_x;
+  call.pad_top = d.pad_top;
+  call.pad_left = d.pad_left;
+  call.dil_y = d.dil_y;
+  call.dil_x = d.dil_x;
+  call.depthwise = d.depthwise != 0;
+  call.input = bits_of(in);
+  call.weight = bits_of(W);
+  call.out = reinterpret_cast<uint16_t*>(out);
+  return call;
+}
+
+npuflow::Fp16Conv2d conv2d_call(const rocket_conv2d_desc& d, const _Float16* in, const _Float16* W,
+                                _Float16* out) {
+  return conv_call<npuflow::Fp16Conv2d>(d, in, W, out);
+}
+
+npuflow::Fp16ConvTranspose2d conv_transpose2d_call(const rocket_conv_transpose2d_desc& d,
+                                                   const _Float16* in, const _Float16* W,
+                                                   _Float16* out) {
+  auto call = conv_call<npuflow::Fp16ConvTranspose2d>(d, in, W, out);
+  call.opad_y = d.opad_y;
+  call.opad_x = d.opad_x;
+  return call;
+}
+
+// The RK3588 fp16 path refuses an output extent it did not derive itself (rocket_conv.h).
+int check_extent(const rocket_conv2d_desc& d, const npuflow::Fp16Conv2d& call) {
+  const int64_t oh = npuflow::conv2d_output_height(call), ow = npuflow::conv2d_output_width(call);
+  if ((d.oh != 0 && d.oh != oh) || (d.ow != 0 && d.ow != ow)) {
+    last_error = npuflow::str_cat("an explicit output extent ", d.oh, "x", d.ow,
+                                  " the RK3588 fp16 path did not derive (", oh, "x", ow, ")");
+    return ROCKET_E_SHAPE;
+  }
+  return ROCKET_OK;
+}
+
+// A plan: the call's checks and the library's contract, with stand-in buffers.
+template <typename Call, typename Check, typename Shape>
+int plan(const Call& call, Check&& check, Shape&& shape) {
+  last_error.clear();
+  const Status valid = check(call);
+  return code_of(valid.is_ok() ? shape(call) : valid);
+}
+
+// One convolution on the context's simulated device.
+template <typename Run>
+int run_conv(rocket_conv_ctx* ctx, Run&& run) {
+  CallGuard guard(ctx->context);
+  if (!guard.entered()) return ROCKET_E_DEVICE;
+  return code_of(run(*ctx->context.device));
+}
+
+_Float16 stand_in[1];
+
+}  // namespace
+
+ROCKETSIM_EXPORT int rocket_conv2d_plan(const rocket_conv2d_desc* d) {
+  if (d == nullptr) return ROCKET_E_SHAPE;
+  const npuflow::Fp16Conv2d call = conv2d_call(*d, stand_in, stand_in, stand_in);
+  const int extent = check_extent(*d, call);
+  if (extent != ROCKET_OK) return extent;
+  return plan(call, npuflow::check_conv2d_call, npuflow::sim::check_conv2d_shape);
+}
+
+ROCKETSIM_EXPORT int rocket_conv_transpose2d_plan(const rocket_conv_transpose2d_desc* d) {
+  if (d == nullptr) return ROCKET_E_SHAPE;
+  return plan(conv_transpose2d_call(*d, stand_in, stand_in, stand_in),
+              npuflow::check_conv_transpose2d_call, npuflow::sim::check_conv_transpose2d_shape);
+}
+
+ROCKETSIM_EXPORT int rocket_conv2d_fp16_ctx(rocket_conv_ctx* ctx, const rocket_conv2d_desc* d,
+                                            const _Float16* in, const _Float16* W, _Float16* out) {
+  last_error.clear();
+  if (ctx == nullptr || d == nullptr) return ROCKET_E_SHAPE;
+  const npuflow::Fp16Conv2d call = conv2d_call(*d, in, W, out);
+  const int extent = check_extent(*d, call);
+  if (extent != ROCKET_OK) return extent;
+  return run_conv(
+      ctx, [&](npuflow::Device& device) { return device.conv2d_fp16(call, lent_context()); });
+}
+
+ROCKETSIM_EXPORT int rocket_conv_transpose2d_fp16_ctx(rocket_conv_ctx* ctx,
+                                                      const rocket_conv_transpose2d_desc* d,
+                                                      const _Float16* in, const _Float16* W,
+                                                      _Float16* out) {
+  last_error.clear();
+  if (ctx == nullptr || d == nullptr) return ROCKET_E_SHAPE;
+  const npuflow::Fp16ConvTranspose2d call = conv_transpose2d_call(*d, in, W, out);
+  return run_conv(ctx, [&](npuflow::Device& device) {
+    return device.conv_transpose2d_fp16(call, lent_context());
+  });
 }
 
 ROCKETSIM_EXPORT const char* rocketsim_last_error() {
