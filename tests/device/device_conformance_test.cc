@@ -331,6 +331,22 @@ TEST_P(Conformance, InjectedFailuresAreDeviceFailuresNeverWrongAnswers) {
     }
   }
   EXPECT_EQ(attention_failed, 1);
+  // Calls 13..15: the fifteenth, a convolution, fails.
+  int conv_failed = 0;
+  for (uint32_t call = 0; call < 3; ++call) {
+    std::vector<uint16_t> input = random_halves(16 * 4 * 4, 60 + call), weight = input,
+                          out(16 * 4 * 4);
+    Fp16Conv2d conv{.ic = 16, .ih = 4, .iw = 4, .oc = 16, .kh = 1, .kw = 1};
+    conv.input = input.data();
+    conv.weight = weight.data();
+    conv.out = out.data();
+    const Status status = device.conv2d_fp16(conv, {});
+    if (!status.is_ok()) {
+      EXPECT_EQ(status.code(), StatusCode::kDeviceFailure) << status.to_string();
+      conv_failed += call == 2;
+    }
+  }
+  EXPECT_EQ(conv_failed, 1);
 }
 
 // A weight beyond the IOVA window is refused (never a crash, never a wrong answer later); the
@@ -517,6 +533,283 @@ TEST_P(Conformance, AttentionRefusesOutsideItsContract) {
       EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
     }
   }
+}
+
+// Convolution operands, values in [-1, 1]; the output NaN until written.
+struct ConvOperands {
+  std::vector<uint16_t> input, weight, out;
+};
+
+template <typename Call>
+ConvOperands conv_operands(Call& call, int64_t weights, int64_t outputs, uint32_t seed) {
+  ConvOperands o;
+  o.input = random_halves(static_cast<size_t>(call.ic * call.ih * call.iw), seed);
+  o.weight = random_halves(static_cast<size_t>(weights), seed + 1);
+  o.out.assign(static_cast<size_t>(outputs), 0x7e00);
+  call.input = o.input.data();
+  call.weight = o.weight.data();
+  call.out = o.out.data();
+  return o;
+}
+
+ConvOperands conv2d_operands(Fp16Conv2d& call, uint32_t seed) {
+  const int64_t weights = call.oc * (call.depthwise ? 1 : call.ic) * call.kh * call.kw;
+  return conv_operands(call, weights,
+                       call.oc * conv2d_output_height(call) * conv2d_output_width(call), seed);
+}
+
+ConvOperands conv_transpose2d_operands(Fp16ConvTranspose2d& call, uint32_t seed) {
+  const int64_t weights = call.ic * (call.depthwise ? 1 : call.oc) * call.kh * call.kw;
+  return conv_operands(
+      call, weights,
+      call.oc * conv_transpose2d_output_height(call) * conv_transpose2d_output_width(call), seed);
+}
+
+// A definition's value and the sum of its terms' magnitudes (what bounds the fp32 sum's error).
+struct Exact {
+  double value = 0, magnitude = 0;
+  void add(double x, double w) {
+    value += x * w;
+    magnitude += std::abs(x * w);
+  }
+};
+
+double half(const uint16_t* bits, int64_t i) {
+  return half_bits_to_float(bits[i]);
+}
+
+// The definitions in double: the forward sum over taps, and the transposed one as a scatter of
+// every input pixel into the output it reaches.
+std::vector<Exact> conv2d_definition(const Fp16Conv2d& c) {
+  const int64_t oh = conv2d_output_height(c), ow = conv2d_output_width(c);
+  std::vector<Exact> out(static_cast<size_t>(c.oc * oh * ow));
+  for (int64_t o = 0; o < c.oc; ++o) {
+    for (int64_t ch = 0; ch < c.ic; ++ch) {
+      if (c.depthwise && ch != o) continue;
+      const int64_t wc = c.depthwise ? 0 : ch, per = c.depthwise ? 1 : c.ic;
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t x = 0; x < ow; ++x) {
+          for (int64_t i = 0; i < c.kh; ++i) {
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t r = y * c.stride_y + i * c.dil_y - c.pad_top;
+              const int64_t s = x * c.stride_x + j * c.dil_x - c.pad_left;
+              if (r < 0 || r >= c.ih || s < 0 || s >= c.iw) continue;
+              out[static_cast<size_t>((o * oh + y) * ow + x)].add(
+                  half(c.input, (ch * c.ih + r) * c.iw + s),
+                  half(c.weight, ((o * per + wc) * c.kh + i) * c.kw + j));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Exact> conv_transpose2d_definition(const Fp16ConvTranspose2d& c) {
+  const int64_t oh = conv_transpose2d_output_height(c), ow = conv_transpose2d_output_width(c);
+  std::vector<Exact> out(static_cast<size_t>(c.oc * oh * ow));
+  for (int64_t ch = 0; ch < c.ic; ++ch) {
+    for (int64_t r = 0; r < c.ih; ++r) {
+      for (int64_t s = 0; s < c.iw; ++s) {
+        for (int64_t o = 0; o < c.oc; ++o) {
+          if (c.depthwise && o != ch) continue;
+          const int64_t wo = c.depthwise ? 0 : o, per = c.depthwise ? 1 : c.oc;
+          for (int64_t i = 0; i < c.kh; ++i) {
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t y = r * c.stride_y - c.pad_top + i * c.dil_y;
+              const int64_t x = s * c.stride_x - c.pad_left + j * c.dil_x;
+              if (y < 0 || y >= oh || x < 0 || x >= ow) continue;
+              out[static_cast<size_t>((o * oh + y) * ow + x)].add(
+                  half(c.input, (ch * c.ih + r) * c.iw + s),
+                  half(c.weight, ((ch * per + wo) * c.kh + i) * c.kw + j));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The worst excess over the bound: one fp16 ulp of the value (half for the final rounding, the
+// rest for the fp32 sum, whose error is within K x 2^-24 of the terms' magnitudes). <= 0: within.
+double worst_excess(const std::vector<uint16_t>& got, const std::vector<Exact>& want) {
+  double worst = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double value = half_bits_to_float(got[i]);
+    const double bound = std::abs(want[i].value) * std::ldexp(1.0, -10) + std::ldexp(1.0, -24) +
+                         want[i].magnitude * std::ldexp(1.0, -20);
+    worst = std::max(worst, std::isnan(value) ? 1.0 : std::abs(value - want[i].value) - bound);
+  }
+  return worst;
+}
+
+// Convolution is optional: a device that offers it is within one fp16 ulp of the definition
+// over a grid of kernels (square and not), strides, pads, dilations and channel counts, direct,
+// depthwise and transposed, and bit-identical to the host reference where it is the simulator
+// (the library claims bit-exactness with that reference); one that does not refuses with
+// kUnsupported. The simulator, as the bare library, refuses a direct OC % 16; the rocket adapter
+// pads it.
+TEST_P(Conformance, ConvolutionIsWithinTheFp16BoundOrRefused) {
+  HostDevice host{DeviceOptions{}};
+  const bool simulated = GetParam() == "sim" || GetParam() == "rocket_sim";
+  std::optional<bool> offered;
+  // Runs one call on the device and the host; false when the device does not offer convolution.
+  auto check = [&](auto call, auto& operands_of, auto run, auto definition, bool device_takes) {
+    uint32_t seed = 7;
+    ConvOperands on_device = operands_of(call, seed);
+    const Status status = run(*device_, call);
+    if (!offered) offered = status.is_ok() || !device_takes;
+    if (!*offered || (GetParam() == "rocket_board" && !status.is_ok())) {
+      ASSERT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+      return;
+    }
+    if (!device_takes) {
+      EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+      return;
+    }
+    ASSERT_TRUE(status.is_ok()) << status.to_string();
+    EXPECT_LE(worst_excess(on_device.out, definition(call)), 0.0);
+    if (simulated) {
+      auto on_host_call = call;
+      ConvOperands on_host = operands_of(on_host_call, seed);
+      ASSERT_TRUE(run(host, on_host_call).is_ok());
+      EXPECT_EQ(on_device.out, on_host.out);
+    }
+  };
+  const auto run_conv2d = [](Device& device, const Fp16Conv2d& call) {
+    return device.conv2d_fp16(call, {});
+  };
+  const auto run_transposed = [](Device& device, const Fp16ConvTranspose2d& call) {
+    return device.conv_transpose2d_fp16(call, {});
+  };
+  const std::pair<int64_t, int64_t> kernels[] = {{1, 1}, {3, 3}, {7, 7}, {3, 1}, {1, 5}};
+  const std::pair<int64_t, int64_t> strides[] = {{1, 1}, {2, 2}, {2, 1}};
+  const int64_t ics[] = {3, 16, 33}, ocs[] = {16, 32, 20};
+  int index = 0;
+  for (auto [kh, kw] : kernels) {
+    for (auto [sy, sx] : strides) {
+      for (int64_t pad : {0, 1, 3}) {
+        for (int64_t dil : {1, 2}) {
+          Fp16Conv2d call{.ic = ics[index % 3],
+                          .ih = 11,
+                          .iw = 13,
+                          .oc = ocs[index / 3 % 3],
+                          .kh = kh,
+                          .kw = kw,
+                          .stride_y = sy,
+                          .stride_x = sx,
+                          .pad_top = std::min(pad, kh / 2 * dil),
+                          .pad_left = std::min(pad, kw / 2 * dil),
+                          .dil_y = dil,
+                          .dil_x = dil};
+          ++index;
+          if (conv2d_output_height(call) < 1 || conv2d_output_width(call) < 1) continue;
+          SCOPED_TRACE(str_cat("conv2d ic=", call.ic, " oc=", call.oc, " kernel ", kh, "x", kw,
+                               " stride ", sy, "x", sx, " pad ", call.pad_top, ",", call.pad_left,
+                               " dil ", dil));
+          check(call, conv2d_operands, run_conv2d, conv2d_definition,
+                GetParam() != "sim" || call.oc % 16 == 0);
+          // Its depthwise form at 32 and 64 channels.
+          Fp16Conv2d depthwise = call;
+          depthwise.depthwise = true;
+          depthwise.ic = depthwise.oc = index % 2 == 0 ? 32 : 64;
+          check(depthwise, conv2d_operands, run_conv2d, conv2d_definition, true);
+        }
+      }
+    }
+  }
+  for (auto [kh, kw] : {std::pair<int64_t, int64_t>{2, 2}, {3, 3}, {4, 4}, {3, 1}}) {
+    for (int64_t stride : {1, 2}) {
+      for (int64_t opad : {0, 1}) {
+        for (int64_t dil : {1, 2}) {
+          if (opad >= stride) continue;
+          Fp16ConvTranspose2d call{.ic = ics[index % 3],
+                                   .ih = 5,
+                                   .iw = 6,
+                                   .oc = ocs[index / 3 % 3],
+                                   .kh = kh,
+                                   .kw = kw,
+                                   .stride_y = stride,
+                                   .stride_x = stride,
+                                   .pad_top = std::min<int64_t>(1, dil * (kh - 1)),
+                                   .pad_left = std::min<int64_t>(1, dil * (kw - 1)),
+                                   .opad_y = opad,
+                                   .opad_x = opad,
+                                   .dil_y = dil,
+                                   .dil_x = dil};
+          ++index;
+          SCOPED_TRACE(str_cat("conv_transpose2d ic=", call.ic, " oc=", call.oc, " kernel ", kh,
+                               "x", kw, " stride ", stride, " opad ", opad, " dil ", dil));
+          check(call, conv_transpose2d_operands, run_transposed, conv_transpose2d_definition, true);
+          Fp16ConvTranspose2d depthwise = call;
+          depthwise.depthwise = true;
+          depthwise.ic = depthwise.oc = 32;
+          check(depthwise, conv_transpose2d_operands, run_transposed, conv_transpose2d_definition,
+                true);
+        }
+      }
+    }
+  }
+  // The host is every primitive's reference and librocketnpu-sim has both convolutions; only a
+  // board's library may lack them.
+  if (GetParam() != "rocket_board") {
+    EXPECT_TRUE(*offered) << GetParam() << " must offer convolution";
+  }
+}
+
+// Calls no device can take are invalid arguments; shapes outside the library's contract
+// (depthwise C % 32, a transposed pad beyond the dilated kernel, and on the bare simulator a
+// direct OC % 16) are refused by the NPU devices and computed by the host.
+TEST_P(Conformance, ConvolutionRefusesOutsideItsContract) {
+  Fp16Conv2d probe{.ic = 16, .ih = 6, .iw = 6, .oc = 16, .kh = 3, .kw = 3};
+  ConvOperands probe_operands = conv2d_operands(probe, 3);
+  const Status offered = device_->conv2d_fp16(probe, {});
+  if (!offered.is_ok() && GetParam() == "rocket_board") GTEST_SKIP() << offered.to_string();
+  ASSERT_TRUE(offered.is_ok()) << offered.to_string();
+
+  auto invalid = [&](auto mutate) {
+    Fp16Conv2d call = probe;
+    mutate(call);
+    return device_->conv2d_fp16(call, {}).code();
+  };
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.ic = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.weight = nullptr; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.stride_x = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.pad_top = -1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.kh = 9; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](Fp16Conv2d& c) { c.depthwise = true, c.oc = 32; }),
+            StatusCode::kInvalidArgument);
+  Fp16ConvTranspose2d transposed{
+      .ic = 16, .ih = 4, .iw = 4, .oc = 16, .kh = 3, .kw = 3, .stride_y = 2, .stride_x = 2};
+  ConvOperands transposed_operands = conv_transpose2d_operands(transposed, 4);
+  ASSERT_TRUE(device_->conv_transpose2d_fp16(transposed, {}).is_ok());
+  Fp16ConvTranspose2d wide_opad = transposed;
+  wide_opad.opad_x = 2;
+  EXPECT_EQ(device_->conv_transpose2d_fp16(wide_opad, {}).code(), StatusCode::kInvalidArgument);
+
+  const bool host = GetParam() == "host";
+  const auto expect = [&](const Status& status, bool accepted) {
+    if (accepted) {
+      EXPECT_TRUE(status.is_ok()) << status.to_string();
+    } else {
+      EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+    }
+  };
+  // OC 20: the adapter pads the filters; the bare simulator refuses.
+  Fp16Conv2d narrow = probe;
+  narrow.oc = 20;
+  ConvOperands narrow_operands = conv2d_operands(narrow, 5);
+  expect(device_->conv2d_fp16(narrow, {}), GetParam() != "sim");
+  Fp16Conv2d depthwise = probe;
+  depthwise.depthwise = true;
+  ConvOperands depthwise_operands = conv2d_operands(depthwise, 6);
+  expect(device_->conv2d_fp16(depthwise, {}), host);
+  Fp16ConvTranspose2d cropping = transposed;
+  cropping.pad_top = 3;
+  ConvOperands cropping_operands = conv_transpose2d_operands(cropping, 7);
+  expect(device_->conv_transpose2d_fp16(cropping, {}), host);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance,
