@@ -9,10 +9,8 @@
 #include "core/fp16.h"
 #include "core/scratch.h"
 #include "core/strings.h"
-#include "host/fp16_conv.h"
 #include "sim/cost_model.h"
-#include "sim/sim_attention.h"
-#include "sim/sim_conv.h"
+#include "sim/sim_device_state.h"
 
 namespace npuflow::sim {
 namespace {
@@ -35,27 +33,6 @@ std::string mib(int64_t bytes) {
 }
 
 }  // namespace
-
-struct SimDevice::State {
-  SimOptions options;
-  mutable std::mutex mutex;
-  std::vector<uint64_t> iova;  // per fd, resident weights
-  SimProfile profile;
-  int64_t submissions = 0;  // accepted calls, for fail_every
-
-  void release(const std::vector<uint64_t>& fd_bytes) {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (size_t fd = 0; fd < fd_bytes.size(); ++fd) {
-      profile.resident_bytes -= static_cast<int64_t>(fd_bytes[fd]);
-      iova[fd] -= fd_bytes[fd];
-    }
-    profile.weights--;
-  }
-  void refused() {
-    std::lock_guard<std::mutex> lock(mutex);
-    profile.refused++;
-  }
-};
 
 namespace {
 
@@ -223,18 +200,7 @@ struct CallPlan {
   bool corrupt = false;  // corrupt_every picked this call: its first output element goes wrong
 };
 
-namespace {
-
-// A wrong answer far from the right one, whatever its sign: the opposite sign, 2^28 away (int32
-// accumulators) or 1024 + 5|v| away (floats), so no epilogue or gate can absorb it.
-int32_t corrupted(int32_t value) {
-  return value >= 0 ? value - (int32_t{1} << 28) : value + (int32_t{1} << 28);
-}
-float corrupted(float value) {
-  return value >= 0 ? -4.0f * value - 1024.0f : -4.0f * value + 1024.0f;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 static Result<CallPlan> begin_call(SimDevice::State& state, const SimWeight& w, int64_t m,
                                    int64_t output_bytes, void* c, size_t c_bytes) {
@@ -291,27 +257,10 @@ static Result<CallPlan> begin_call(SimDevice::State& state, const SimWeight& w, 
                             o.iova_bytes_per_fd, " IOVA bytes held by resident weights)"));
     }
   }
-  state.profile.calls++;
-  const int64_t index = ++state.submissions;
-  if (o.fail_every > 0 && index % o.fail_every == 0) {
-    state.profile.failed++;
-    std::memset(c, 0x5a, c_bytes);  // a failed job leaves whatever the NPU wrote
-    return Status(StatusCode::kDeviceFailure,
-                  str_cat("ROCKET_E_DEVICE: injected submit failure on call ", index,
-                          " (sim_fail_every=", o.fail_every, ")"));
-  }
-  SimProfile& p = state.profile;
-  if (o.corrupt_every > 0 && index % o.corrupt_every == 0) {
-    call.corrupt = true;
-    p.corrupted++;
-  }
-  p.submits += call.cost.jobs;
-  p.tiles += call.cost.tiles;
-  p.bytes_packed += call.cost.bytes_packed;
-  p.bytes_read_back += call.cost.bytes_read_back;
-  p.device_ms += call.cost.device_us / 1e3;
-  p.host_ms += call.cost.host_us / 1e3;
-  p.cpu_ms += CostModel::cpu_us(w.npu, m, w.k(), w.n()) / 1e3;
+  auto admitted =
+      state.admit_locked(call.cost, CostModel::cpu_us(w.npu, m, w.k(), w.n()), c, c_bytes);
+  if (!admitted.is_ok()) return admitted.status();
+  call.corrupt = admitted.value();
   return call;
 }
 
@@ -581,105 +530,6 @@ Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t
   }
   if (call.value().corrupt && m > 0 && n > 0) c[0] = corrupted(c[0]);
   return Status::ok();
-}
-
-namespace {
-
-// A contract refusal, counted.
-Status refusing(SimDevice::State& state, Status shape) {
-  if (!shape.is_ok()) state.refused();
-  return shape;
-}
-
-// One composed call (attention, convolution) that passed its contract: counted (`kind` among
-// the calls), failed (its output garbage) or picked for corruption by the injection options,
-// charged `cost` and `cpu_us` (the same work on the board's CPU), then `compute` run and its wall
-// time kept; a corrupted call's first output element goes far off.
-template <typename Compute>
-Status run_composed(SimDevice::State& state, int64_t SimProfile::*kind, const CostEstimate& cost,
-                    double cpu_us, uint16_t* out, size_t out_count, Compute&& compute) {
-  const SimOptions& o = state.options;
-  bool corrupt = false;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    SimProfile& p = state.profile;
-    p.calls++;
-    (p.*kind)++;
-    const int64_t index = ++state.submissions;
-    if (o.fail_every > 0 && index % o.fail_every == 0) {
-      p.failed++;
-      std::memset(out, 0x5a, out_count * sizeof(uint16_t));
-      return Status(StatusCode::kDeviceFailure,
-                    str_cat("ROCKET_E_DEVICE: injected submit failure on call ", index,
-                            " (sim_fail_every=", o.fail_every, ")"));
-    }
-    if (o.corrupt_every > 0 && index % o.corrupt_every == 0) {
-      corrupt = true;
-      p.corrupted++;
-    }
-    p.submits += cost.jobs;
-    p.tiles += cost.tiles;
-    p.bytes_packed += cost.bytes_packed;
-    p.bytes_read_back += cost.bytes_read_back;
-    p.device_ms += cost.device_us / 1e3;
-    p.host_ms += cost.host_us / 1e3;
-    p.cpu_ms += cpu_us / 1e3;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  compute();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (corrupt) out[0] = float_to_half_bits(corrupted(half_bits_to_float(out[0])));
-  std::lock_guard<std::mutex> lock(state.mutex);
-  state.profile.emulation_ms += ms;
-  return Status::ok();
-}
-
-// A convolution priced as its one GEMM.
-template <typename Compute>
-Status run_convolution(SimDevice::State& state, const ConvGemm& gemm, uint16_t* out,
-                       size_t out_count, Compute&& compute) {
-  const SimOptions& o = state.options;
-  const CostEstimate cost =
-      CostModel::convolution(gemm.m, gemm.k, gemm.n, o.workers, o.patched_kernel);
-  return run_composed(state, &SimProfile::conv_calls, cost,
-                      CostModel::cpu_us(NpuType::kFp16, gemm.m, gemm.k, gemm.n), out, out_count,
-                      compute);
-}
-
-}  // namespace
-
-Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
-  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
-  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_attention_shape(call)));
-  const SimOptions& o = state_->options;
-  const CostEstimate cost = CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv,
-                                                 call.heads, o.workers, o.patched_kernel);
-  const double cpu_us = static_cast<double>(call.heads) *
-                        (CostModel::cpu_us(NpuType::kFp16, call.tokens, call.head_dim, call.kv) +
-                         CostModel::cpu_us(NpuType::kFp16, call.tokens, call.kv, call.dv));
-  return run_composed(*state_, &SimProfile::attention_calls, cost, cpu_us, call.out,
-                      static_cast<size_t>(call.heads * call.tokens * call.dv),
-                      [&] { flash_attention(call, context); });
-}
-
-Status SimDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
-  NPUFLOW_RETURN_IF_ERROR(check_conv2d_call(call));
-  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_conv2d_shape(call)));
-  const auto out_count =
-      static_cast<size_t>(call.oc * conv2d_output_height(call) * conv2d_output_width(call));
-  return run_convolution(*state_, conv2d_gemm(call), call.out, out_count,
-                         [&] { fp16_conv2d_reference(call, context); });
-}
-
-Status SimDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
-                                        const ExecContext& context) {
-  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose2d_call(call));
-  NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_conv_transpose2d_shape(call)));
-  const auto out_count = static_cast<size_t>(call.oc * conv_transpose2d_output_height(call) *
-                                             conv_transpose2d_output_width(call));
-  return run_convolution(*state_, conv_transpose2d_gemm(call), call.out, out_count,
-                         [&] { fp16_conv_transpose2d_reference(call, context); });
 }
 
 std::string SimDevice::profile_report() const {
