@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// RocketDevice's composed calls: flash attention (rocket_flash_attn_fp16_ctx) and fp16
+// convolutions (rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx).
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+
+#include "rocket/rocket_device_state.h"
+
+namespace npuflow::rocket {
+
+Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
+  const RocketLibrary& lib = *state_->library;
+  if (!lib.has_flash_attention()) {
+    return unsupported(str_cat("librocketnpu '", lib.path, "' has no rocket_flash_attn_fp16_ctx"));
+  }
+  constexpr const char* kEntry = "rocket_flash_attn_fp16_ctx";
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    NPUFLOW_RETURN_IF_ERROR(
+        state_->ensure_context(state_->attention_ctx, "rocket_fa_ctx_create", lib.fa_ctx_create));
+    state_->count(kEntry);
+    code = state_->call_with_pool(context, [&] {
+      const auto half = [](const uint16_t* bits) {
+        return reinterpret_cast<const _Float16*>(bits);
+      };
+      return lib.flash_attn_fp16_ctx(
+          state_->attention_ctx, static_cast<int>(call.tokens), static_cast<int>(call.kv),
+          static_cast<int>(call.head_dim), static_cast<int>(call.dv), static_cast<int>(call.heads),
+          static_cast<int>(call.kv_heads), call.scale, 0.0f, half(call.q), half(call.k),
+          half(call.v), call.mask != nullptr ? half(call.mask) : nullptr,
+          reinterpret_cast<_Float16*>(call.out));
+    });
+  }
+  if (code != ROCKET_OK) {
+    return state_->refuse(kEntry, code,
+                          str_cat(kEntry, " at tokens=", call.tokens, " kv=", call.kv, " head_dim=",
+                                  call.head_dim, " dv=", call.dv, " heads=", call.heads));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+bool fits_int(std::initializer_list<int64_t> values) {
+  for (int64_t value : values) {
+    if (value > std::numeric_limits<int>::max()) return false;
+  }
+  return true;
+}
+
+// The library's descriptor for a call (checked by fits_int): the fields both kinds share.
+template <typename Desc, typename Call>
+Desc conv_desc(const Call& call) {
+  Desc d{};
+  d.ic = static_cast<int>(call.ic);
+  d.ih = static_cast<int>(call.ih);
+  d.iw = static_cast<int>(call.iw);
+  d.oc = static_cast<int>(call.oc);
+  d.kh = static_cast<int>(call.kh);
+  d.kw = static_cast<int>(call.kw);
+  d.stride_y = static_cast<int>(call.stride_y);
+  d.stride_x = static_cast<int>(call.stride_x);
+  d.pad_top = static_cast<int>(call.pad_top);
+  d.pad_left = static_cast<int>(call.pad_left);
+  d.dil_y = static_cast<int>(call.dil_y);
+  d.dil_x = static_cast<int>(call.dil_x);
+  d.depthwise = call.depthwise ? 1 : 0;
+  return d;
+}
+
+const _Float16* as_half(const uint16_t* bits) {
+  return reinterpret_cast<const _Float16*>(bits);
+}
+
+}  // namespace
+
+Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv2d_call(call));
+  const int64_t oh = conv2d_output_height(call), ow = conv2d_output_width(call);
+  // The direct path takes OC % 16: zero filters pad it, their outputs are dropped.
+  const bool pad = !call.depthwise && call.oc % kFp16NMultiple != 0;
+  const int64_t ocp = pad ? round_up(call.oc, kFp16NMultiple) : call.oc;
+  const int64_t filter = call.ic * call.kh * call.kw;
+  if (!fits_int({call.ic, call.ih, call.iw, ocp, call.kh, call.kw, call.stride_y, call.stride_x,
+                 call.pad_top, call.pad_left, call.dil_y, call.dil_x, ocp * filter,
+                 ocp * oh * ow})) {
+    return unsupported("conv2d beyond the library's int extents");
+  }
+  auto d = conv_desc<rocket_conv2d_desc>(call);
+  d.oc = static_cast<int>(ocp);
+  const RocketLibrary& lib = *state_->library;
+  return state_->run_convolution(
+      "rocket_conv2d_fp16_ctx", context,
+      str_cat(call.ic, "x", call.ih, "x", call.iw, " -> ", call.oc, " kernel ", call.kh, "x",
+              call.kw, call.depthwise ? " depthwise" : ""),
+      [&](rocket_conv_ctx* ctx) {
+        const uint16_t* weight = call.weight;
+        uint16_t* out = call.out;
+        if (pad) {
+          uint16_t* padded = State::grown(state_->conv_weight, ocp * filter);
+          std::copy(call.weight, call.weight + call.oc * filter, padded);
+          std::fill(padded + call.oc * filter, padded + ocp * filter, uint16_t{0});
+          weight = padded;
+          out = State::grown(state_->conv_out, ocp * oh * ow);
+        }
+        const int code = lib.conv2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(weight),
+                                             reinterpret_cast<_Float16*>(out));
+        if (code == ROCKET_OK && pad) std::copy(out, out + call.oc * oh * ow, call.out);
+        return code;
+      });
+}
+
+Status RocketDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
+                                           const ExecContext& context) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose2d_call(call));
+  if (!fits_int(
+          {call.ic, call.ih, call.iw, call.oc, call.kh, call.kw, call.stride_y, call.stride_x,
+           call.pad_top, call.pad_left, call.dil_y, call.dil_x,
+           call.oc * conv_transpose2d_output_height(call) * conv_transpose2d_output_width(call)})) {
+    return unsupported("conv_transpose2d beyond the library's int extents");
+  }
+  // The library zero-pads the direct form's OC and IC itself.
+  auto d = conv_desc<rocket_conv_transpose2d_desc>(call);
+  d.opad_y = static_cast<int>(call.opad_y);
+  d.opad_x = static_cast<int>(call.opad_x);
+  const RocketLibrary& lib = *state_->library;
+  return state_->run_convolution(
+      "rocket_conv_transpose2d_fp16_ctx", context,
+      str_cat(call.ic, "x", call.ih, "x", call.iw, " -> ", call.oc, " kernel ", call.kh, "x",
+              call.kw, " stride ", call.stride_y, "x", call.stride_x,
+              call.depthwise ? " depthwise" : ""),
+      [&](rocket_conv_ctx* ctx) {
+        return lib.conv_transpose2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(call.weight),
+                                             reinterpret_cast<_Float16*>(call.out));
+      });
+}
+
+}  // namespace npuflow::rocket
