@@ -186,12 +186,16 @@ clean:
 FIXTURES_DIR := tests/fixtures/vision
 FIXTURES_FULL_DIR ?= $(BUILD_DIR)/fixtures-full
 
-.PHONY: fixtures fixtures-full faithfulness fixtures-matrix
+.PHONY: fixtures fixtures-full fixtures-unet faithfulness fixtures-matrix
 fixtures:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py small $(FIXTURES_DIR)
 
 fixtures-full:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py full $(FIXTURES_FULL_DIR)
+
+# The pix2pix-style U-Net generators of the ConvTranspose claim (issue #14), committed.
+fixtures-unet:
+	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_unet.py tests/fixtures/conv
 
 # The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
 # DEVICE=sim for the simulator's table).

@@ -31,11 +31,38 @@ void print_encoders(const JsonValue& graph) {
   }
 }
 
+void print_conv_transposes(const JsonValue& graph) {
+  const auto& claims = graph["claims"].array();
+  std::printf("graph '%s': %zu of %d ConvTranspose nodes claimed\n",
+              graph["graph"].string().c_str(), claims.size(),
+              static_cast<int>(graph["candidates"].integer()));
+  if (claims.empty()) return;
+  std::printf("  %-28s %6s %6s %-7s %-7s %-9s %-7s %s\n", "node", "IC", "OC", "kernel", "stride",
+              "pads", "outpad", "dilation");
+  auto pair = [](const JsonValue& v) {
+    return str_cat(v.array()[0].integer(), "x", v.array()[1].integer());
+  };
+  for (const JsonValue& claim : claims) {
+    const auto& pads = claim["pads"].array();
+    std::printf("  %-28s %6d %6d %-7s %-7s %-9s %-7s %s\n", claim["node"].string().c_str(),
+                static_cast<int>(claim["ic"].integer()), static_cast<int>(claim["oc"].integer()),
+                pair(claim["kernel"]).c_str(), pair(claim["strides"]).c_str(),
+                str_cat(pads[0].integer(), ",", pads[1].integer(), ",", pads[2].integer(), ",",
+                        pads[3].integer())
+                    .c_str(),
+                pair(claim["output_padding"]).c_str(), pair(claim["dilations"]).c_str());
+  }
+}
+
 void print_graph(const JsonValue& graph) {
   const auto& claims = graph["claims"].array();
   const auto& refusals = graph["refusals"].array();
+  const bool own_table =
+      graph["matcher"].string() == "vision" || graph["matcher"].string() == "conv_transpose";
   if (graph["matcher"].string() == "vision") {
     print_encoders(graph);
+  } else if (graph["matcher"].string() == "conv_transpose") {
+    print_conv_transposes(graph);
   } else {
     const std::string& matcher = graph["matcher"].string();
     std::printf("graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(),
@@ -44,7 +71,7 @@ void print_graph(const JsonValue& graph) {
                 : matcher == "float_int8" ? "float MatMuls as int8 (NPUFLOW_FLOAT_MATMUL=int8)"
                                           : "QDQ MatMul groups");
   }
-  if (!claims.empty() && graph["matcher"].string() != "vision") {
+  if (!claims.empty() && !own_table) {
     std::printf("  %-28s %6s %6s %-7s %-10s %-10s %-7s %s\n", "node", "K", "N", "weight",
                 "w scales", "activation", "output", "nodes");
     for (const JsonValue& claim : claims) {

@@ -44,6 +44,10 @@ constexpr std::array kKnobs = {
     KnobSpec{"vision", "NPUFLOW_VISION", KnobKind::kBool, "1", "",
              "Claim vision-transformer encoders (ViT, CLIP, SigLIP, DINOv2, Depth Anything) by "
              "structure and run each as one resident fused node. 0 turns the claim off."},
+    KnobSpec{"conv_transpose", "NPUFLOW_CONV_TRANSPOSE", KnobKind::kBool, "1", "",
+             "Claim every 2-D, group-1 float ConvTranspose with a constant weight whose attributes "
+             "the device admits, in any graph (the claim policy weighs it like any claim). On an "
+             "NPU it runs in fp16, on the host in fp32. 0 turns the claim off."},
     KnobSpec{"heads", "NPUFLOW_HEADS", KnobKind::kInt, "0", "0..4096",
              "Attention head count of a claimed vision encoder. 0 infers it from the graph's head "
              "split; when that is impossible the refusal names this knob."},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph_view.h"
+#include "ops/conv_transpose.h"
 #include "ops/tensor_program.h"
 #include "ops/vit_encoder.h"
 #include "quant/integer_matmul.h"
@@ -14,7 +15,14 @@
 
 namespace npuflow {
 
-enum class ClaimKind { kQdqMatMul, kVisionEncoder, kIntegerMatMul, kTensorProgram, kFloatMatMul };
+enum class ClaimKind {
+  kQdqMatMul,
+  kVisionEncoder,
+  kIntegerMatMul,
+  kTensorProgram,
+  kFloatMatMul,
+  kConvTranspose
+};
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
 // `npuflow plan` prices. rows is -1 when it depends on a symbolic dimension.
@@ -155,6 +163,13 @@ struct VisionEncoderClaim {
   std::string note;  // e.g. why the embedding stayed on the CPU EP
 };
 
+// A ConvTranspose node (graph/conv_transpose_matcher.h): its float input and output by name, its
+// constant weight [ic][oc][kh][kw] and optional constant bias [oc] by initializer name.
+struct ConvTransposeClaim {
+  std::string input, output, weight, bias;  // bias "" when there is none
+  ConvTransposeSpec spec;
+};
+
 struct Claim {
   ClaimKind kind = ClaimKind::kQdqMatMul;
   std::vector<NodeId> nodes;
@@ -163,6 +178,7 @@ struct Claim {
   QdqMatMulClaim qdq;
   IntegerMatMulClaim integer;
   VisionEncoderClaim encoder;
+  ConvTransposeClaim conv_transpose;
   TensorProgram program;  // kTensorProgram (the program_ops test knob)
 };
 

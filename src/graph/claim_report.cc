@@ -140,6 +140,19 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
       continue;
     }
     std::vector<std::string> node_names;
+    if (claim.kind == ClaimKind::kConvTranspose) {
+      const ConvTransposeSpec& c = claim.conv_transpose.spec;
+      out +=
+          str_cat(i ? "," : "", "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
+                  json_escape(claim.anchor_name), "\",\"nodes\":[\"",
+                  json_escape(claim.anchor_name), "\"],\"ic\":", c.ic, ",\"oc\":", c.oc,
+                  ",\"kernel\":[", c.kh, ",", c.kw, "],\"strides\":[", c.stride_y, ",", c.stride_x,
+                  "],\"pads\":[", c.pad_top, ",", c.pad_left, ",", c.pad_bottom, ",", c.pad_right,
+                  "],\"output_padding\":[", c.opad_y, ",", c.opad_x, "],\"dilations\":[", c.dil_y,
+                  ",", c.dil_x, "],\"bias\":", claim.conv_transpose.bias.empty() ? "false" : "true",
+                  ",\"work\":", work_json(claim), "}");
+      continue;
+    }
     if (claim.kind == ClaimKind::kIntegerMatMul || claim.kind == ClaimKind::kFloatMatMul) {
       for (NodeId id : claim.nodes) {
         node_names.push_back(str_cat("\"", json_escape(graph.node(id).name), "\""));

@@ -4,56 +4,53 @@
 #include <optional>
 
 #include "core/strings.h"
+#include "graph/single_node_claims.h"
 
 namespace npuflow {
 namespace {
-
-std::optional<Refusal> refuse(NodeId id, const NodeInfo& node, const char* reason,
-                              std::string detail) {
-  return Refusal{id, node.name, reason, std::move(detail)};
-}
 
 // The refusal, or nullopt with `claim` filled.
 std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim) {
   const NodeInfo& mm = graph.node(id);
   const ValueId w_id = mm.input(1);
   if (w_id == kNoValue || !graph.is_constant(w_id)) {
-    return refuse(id, mm, "weight_not_constant", "the weight is not a constant initializer");
+    return refuse_node(id, mm, "weight_not_constant", "the weight is not a constant initializer");
   }
   const ValueInfo& w = graph.value(w_id);
   if (w.type != ElementType::kFloat32) {
-    return refuse(id, mm, "unsupported_type",
-                  str_cat("weight '", w.name, "' is ", element_type_name(w.type)));
+    return refuse_node(id, mm, "unsupported_type",
+                       str_cat("weight '", w.name, "' is ", element_type_name(w.type)));
   }
   if (w.shape.size() != 2 || w.shape[0] <= 0 || w.shape[1] <= 0 ||
       w.constant->bytes != static_cast<size_t>(w.shape[0] * w.shape[1]) * sizeof(float)) {
-    return refuse(id, mm, "weight_rank",
-                  str_cat("weight '", w.name, "' has shape ", shape_string(w.shape),
-                          "; only non-empty 2-D weights"));
+    return refuse_node(id, mm, "weight_rank",
+                       str_cat("weight '", w.name, "' has shape ", shape_string(w.shape),
+                               "; only non-empty 2-D weights"));
   }
   const int64_t k = w.shape[0];
   const int64_t n = w.shape[1];
   if (k > kMaxIntegerMatMulK) {
-    return refuse(id, mm, "k_too_large", str_cat("K=", k, " could overflow int32 accumulation"));
+    return refuse_node(id, mm, "k_too_large",
+                       str_cat("K=", k, " could overflow int32 accumulation"));
   }
   const auto* values = static_cast<const float*>(w.constant->data);
   for (int64_t i = 0; i < k * n; ++i) {
     if (!std::isfinite(values[i])) {
-      return refuse(id, mm, "weight_not_finite",
-                    str_cat("weight '", w.name, "' holds a NaN or an infinity"));
+      return refuse_node(id, mm, "weight_not_finite",
+                         str_cat("weight '", w.name, "' holds a NaN or an infinity"));
     }
   }
   const ValueId a_id = mm.input(0);
-  if (a_id == kNoValue) return refuse(id, mm, "activation_shape", "the activation is omitted");
+  if (a_id == kNoValue) return refuse_node(id, mm, "activation_shape", "the activation is omitted");
   const ValueInfo& a = graph.value(a_id);
   if (a.type != ElementType::kFloat32) {
-    return refuse(id, mm, "unsupported_type",
-                  str_cat("activation '", a.name, "' is ", element_type_name(a.type)));
+    return refuse_node(id, mm, "unsupported_type",
+                       str_cat("activation '", a.name, "' is ", element_type_name(a.type)));
   }
   // An empty shape is an unknown one here (a scalar is no MatMul input); the node checks at run
   // time what it gets.
   if (a.has_shape && !a.shape.empty() && a.shape.back() >= 0 && a.shape.back() != k) {
-    return refuse(
+    return refuse_node(
         id, mm, "activation_shape",
         str_cat("activation '", a.name, "' has shape ", shape_string(a.shape), " against K=", k));
   }
@@ -79,20 +76,7 @@ std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim
 }  // namespace
 
 ClaimSet match_float_matmuls(const GraphView& graph, const std::set<NodeId>& taken) {
-  ClaimSet result;
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const auto id = static_cast<NodeId>(i);
-    const NodeInfo& node = graph.node(id);
-    if (node.op_type != "MatMul" || !is_onnx_domain(node.domain) || taken.count(id) > 0) continue;
-    result.candidates++;
-    Claim claim;
-    if (auto refused = match_one(graph, id, claim)) {
-      result.refusals.push_back(std::move(*refused));
-    } else {
-      result.claims.push_back(std::move(claim));
-    }
-  }
-  return result;
+  return match_single_nodes(graph, taken, "MatMul", match_one);
 }
 
 }  // namespace npuflow

@@ -305,6 +305,8 @@ const char* claim_kind_name(ClaimKind kind) {
       return "tensor_program";
     case ClaimKind::kFloatMatMul:
       return "float_matmul_int8";
+    case ClaimKind::kConvTranspose:
+      return "conv_transpose";
   }
   return "?";
 }

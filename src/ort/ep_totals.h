@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/conv_transpose.h"
 #include "ops/vit_encoder.h"
 #include "ort/npuflow_ep.h"
 #include "quant/integer_matmul.h"
@@ -17,6 +18,7 @@ struct NpuflowEp::Totals {
   std::vector<std::shared_ptr<const QdqMatMul>> kernels;
   std::vector<std::shared_ptr<const IntegerMatMul>> integer_kernels;
   std::vector<std::shared_ptr<const VitEncoder>> encoders;
+  std::vector<std::shared_ptr<const ConvTranspose2d>> conv_transposes;
   std::vector<std::shared_ptr<const ClaimVerifier>> verifiers;
 };
 

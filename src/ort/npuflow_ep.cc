@@ -9,6 +9,7 @@
 
 #include "core/strings.h"
 #include "graph/claim_report.h"
+#include "graph/conv_transpose_matcher.h"
 #include "graph/encoder_matcher.h"
 #include "graph/float_matmul_matcher.h"
 #include "graph/gemm_census.h"
@@ -74,6 +75,21 @@ Knobs::Lookup provider_option_lookup(const OrtSessionOptions* options) {
   };
 }
 
+// Whether the session's intra-op threads spin while idle: ONNX Runtime's default unless the
+// config entry session.intra_op.allow_spinning is "0".
+bool intra_op_spinning(const OrtSessionOptions* options) {
+  if (options == nullptr) return true;
+  const OrtApi& ort = *api().ort;
+  const char* key = "session.intra_op.allow_spinning";
+  char value[8] = {};
+  size_t size = sizeof(value);
+  if (OrtStatus* status = ort.GetSessionConfigEntry(options, key, value, &size)) {
+    ort.ReleaseStatus(status);  // absent (or an unexpected length): the default
+    return true;
+  }
+  return std::string(value) != "0";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* session_options,
@@ -97,8 +113,10 @@ Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* se
       reference                      ? "1 (against the host)"
       : knobs.value().flag("verify") ? "1 (nothing to check on the host)"
                                      : "0"));
-  return std::unique_ptr<NpuflowEp>(new NpuflowEp(std::move(knobs).value(), std::move(logger),
-                                                  std::move(shared_device), std::move(reference)));
+  auto ep = std::unique_ptr<NpuflowEp>(new NpuflowEp(
+      std::move(knobs).value(), std::move(logger), std::move(shared_device), std::move(reference)));
+  ep->intra_op_spinning_ = intra_op_spinning(session_options);
+  return ep;
 }
 
 NpuflowEp::NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device,
@@ -138,6 +156,18 @@ NpuflowEp::~NpuflowEp() {
                             " fused integer MatMuls, ", integer_device_calls, " device calls, ",
                             integer_host_calls, " host-rows calls, ", integer_fallbacks,
                             " fallbacks"));
+  }
+  if (!totals_->conv_transposes.empty()) {
+    int64_t on_device = 0, on_host = 0, fell_back = 0;
+    for (const auto& kernel : totals_->conv_transposes) {
+      on_device += kernel->counters().device_calls;
+      on_host += kernel->counters().host_calls;
+      fell_back += kernel->counters().fallback_calls;
+    }
+    logger_.verbose(str_cat("ConvTranspose summary: ", totals_->conv_transposes.size(),
+                            " claimed nodes on ", device_->name(), ", ", on_device,
+                            " images on the device, ", on_host, " on the host by choice, ",
+                            fell_back, " fallen back to the host"));
   }
   std::string verified;
   if (reference_device_) {
@@ -283,6 +313,33 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
          summarize_claims(snap.view.name, float_matmuls, "float MatMuls as int8"))
       logger_.info(line);
   }
+  // ConvTranspose nodes wherever they appear, weighed by the claim policy like any claim.
+  ClaimSet conv_transposes;
+  const bool claim_conv_transposes = knobs_.flag("conv_transpose");
+  if (claim_conv_transposes) {
+    conv_transposes = match_conv_transposes(snap.view, taken);
+    apply_claim_policy(conv_transposes, policy, costs ? &*costs : nullptr, cost_path);
+    for (const Claim& claim : conv_transposes.claims) {
+      const OrtNode* node = snap.ort_nodes[static_cast<size_t>(claim.nodes.front())];
+      NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, &node, 1, &fusion));
+      taken.insert(claim.nodes.begin(), claim.nodes.end());
+      std::lock_guard<std::mutex> lock(mutex_);
+      conv_transposes_by_output_[claim.conv_transpose.output] = claim.conv_transpose;
+    }
+    if (conv_transposes.candidates > 0) {
+      for (const std::string& line :
+           summarize_claims(snap.view.name, conv_transposes, "ConvTranspose nodes"))
+        logger_.info(line);
+    }
+    if (!conv_transposes.claims.empty() && intra_op_spinning_ && device_->name() != "host" &&
+        !spinning_warned_.exchange(true)) {
+      // Seed 000: spinning intra-op threads cost pix2pix 1.76x -> 1.46x while the NPU works.
+      logger_.warning(
+          "ConvTranspose nodes are claimed while ONNX Runtime's intra-op threads spin; set the "
+          "session config entry session.intra_op.allow_spinning=0 so they do not compete with "
+          "the device's host work");
+    }
+  }
   if (knobs_.flag("program_ops")) {
     for (const Claim& claim : match_program_ops(snap.view, taken)) {
       std::vector<const OrtNode*> nodes;
@@ -317,6 +374,10 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     }
     if (float_int8) {
       write_report(claims_to_json(snap.view.name, snap.view, float_matmuls, host, "float_int8"));
+    }
+    if (claim_conv_transposes && conv_transposes.candidates > 0) {
+      write_report(
+          claims_to_json(snap.view.name, snap.view, conv_transposes, host, "conv_transpose"));
     }
   }
   return Status::ok();
@@ -379,6 +440,9 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
     // Its weights read through their DequantizeLinear nodes, as the matcher saw them.
     const DequantizedView dequantized(view, quantized_reading(quant_mode(knobs_.text("quant"))));
     return compile_encoder(dequantized.view(), *encoder, fused_node, out, &dequantized);
+  }
+  if (auto conv = claimed_by(conv_transposes_by_output_)) {
+    return compile_conv_transpose(view, *conv, fused_node, out);
   }
   auto program = claimed_by(programs_by_output_);
   if (program) return compile_program(view, *program, fused_node, out);

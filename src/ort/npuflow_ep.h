@@ -3,6 +3,7 @@
 // reference and the ClaimVerifier that checks one against the other).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,8 @@ class NpuflowEp : public OrtEp {
   Status compile_encoder(const GraphView& view, const VisionEncoderClaim& claim,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out,
                          const DequantizedView* quantized = nullptr);
+  Status compile_conv_transpose(const GraphView& view, const ConvTransposeClaim& claim,
+                                const OrtNode* fused_node, OrtNodeComputeInfo** out);
   void write_report(const std::string& json_line) const;
 
   static const char* ORT_API_CALL GetNameImpl(const OrtEp* self) noexcept;
@@ -63,6 +66,9 @@ class NpuflowEp : public OrtEp {
   std::map<std::string, IntegerMatMulClaim> integer_claims_by_output_;
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
   std::map<std::string, TensorProgram> programs_by_output_;  // the program_ops test knob
+  std::map<std::string, ConvTransposeClaim> conv_transposes_by_output_;
+  bool intra_op_spinning_ = true;  // session.intra_op.allow_spinning, for the ConvTranspose warning
+  std::atomic<bool> spinning_warned_{false};
   // NPUFLOW_QUANT=strict: why an unplaced quantized encoder fails the session, by the output of
   // the one node claimed so that its Compile can fail (ORT logs and ignores GetCapability errors).
   std::map<std::string, std::string> strict_failures_by_output_;

@@ -1,0 +1,242 @@
+#include "ops/conv_transpose.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/fp16.h"
+#include "core/strings.h"
+#include "host/host_device.h"
+
+namespace npuflow {
+
+int64_t conv_transpose_extent(int64_t in, int64_t stride, int64_t kernel, int64_t dil,
+                              int64_t pad_begin, int64_t pad_end, int64_t opad) {
+  return stride * (in - 1) + opad + dil * (kernel - 1) + 1 - pad_begin - pad_end;
+}
+
+Status check_conv_transpose_spec(const ConvTransposeSpec& s) {
+  if (s.ic <= 0 || s.oc <= 0 || s.kh <= 0 || s.kw <= 0) {
+    return invalid_argument(str_cat("ConvTranspose channels and kernel must be positive: ic=", s.ic,
+                                    " oc=", s.oc, " kernel=", s.kh, "x", s.kw));
+  }
+  if (s.stride_y <= 0 || s.stride_x <= 0 || s.dil_y <= 0 || s.dil_x <= 0) {
+    return invalid_argument("ConvTranspose strides and dilations must be positive");
+  }
+  if (std::min({s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.opad_y, s.opad_x}) < 0) {
+    return invalid_argument("ConvTranspose pads and output_padding must not be negative");
+  }
+  // ONNX Runtime's CPU kernel fails a node whose output padding is not below the stride: claimed,
+  // it would give an answer where the runtime gives an error.
+  if (s.opad_y >= s.stride_y || s.opad_x >= s.stride_x) {
+    return invalid_argument(str_cat("ConvTranspose output_padding ", s.opad_y, ",", s.opad_x,
+                                    " is not below the stride"));
+  }
+  return Status::ok();
+}
+
+std::string conv_transpose_contract_refusal(const ConvTransposeSpec& s) {
+  // The device crops min(pad) on both sides; its lowering pads the dilated input by
+  // dil (k - 1) - pad, which must not be negative.
+  const int64_t pad_y = std::min(s.pad_top, s.pad_bottom);
+  const int64_t pad_x = std::min(s.pad_left, s.pad_right);
+  if (pad_y > s.dil_y * (s.kh - 1) || pad_x > s.dil_x * (s.kw - 1)) {
+    return str_cat("pads ", pad_y, ",", pad_x, " exceed the dilated kernel's reach ",
+                   s.dil_y * (s.kh - 1), ",", s.dil_x * (s.kw - 1),
+                   ": the device cannot crop that much");
+  }
+  return "";
+}
+
+ConvTranspose2d::ConvTranspose2d(std::string name, const ConvTransposeSpec& spec,
+                                 std::shared_ptr<Device> device, Logger logger)
+    : name_(std::move(name)), spec_(spec), device_(std::move(device)), logger_(std::move(logger)) {}
+
+Result<std::unique_ptr<ConvTranspose2d>> ConvTranspose2d::create(
+    std::string name, const ConvTransposeSpec& spec, const float* weight, const float* bias,
+    std::shared_ptr<Device> device, Logger logger) {
+  NPUFLOW_RETURN_IF_ERROR(check_conv_transpose_spec(spec));
+  if (weight == nullptr || !device)
+    return invalid_argument("ConvTranspose needs a weight and a device");
+  std::unique_ptr<ConvTranspose2d> op(
+      new ConvTranspose2d(std::move(name), spec, std::move(device), std::move(logger)));
+  const size_t count = static_cast<size_t>(spec.ic * spec.oc * spec.kh * spec.kw);
+  op->weight_.assign(weight, weight + count);
+  op->bias_.assign(static_cast<size_t>(spec.oc), 0.0f);
+  if (bias) std::copy(bias, bias + spec.oc, op->bias_.begin());
+  op->on_host_ = op->device_->name() == "host";
+  if (op->on_host_) {
+    op->host_ = op->device_;
+    NPUFLOW_RETURN_IF_ERROR(op->ensure_host_weight());
+    return op;
+  }
+  op->weight_fp16_.resize(count);
+  if (!floats_to_half_in_range(op->weight_.data(), count, op->weight_fp16_.data())) {
+    // Such a weight would make the device compute with infinities: every call runs in fp32.
+    op->weight_fp16_.clear();
+    op->fallback_.mark_logged();
+    op->logger_.info(str_cat(op->name_, ": a weight beyond fp16's range; it runs on the host"));
+  }
+  return op;
+}
+
+Status ConvTranspose2d::ensure_host_weight() const {
+  std::call_once(host_packed_, [&] {
+    if (!host_) host_ = std::make_shared<HostDevice>(DeviceOptions{});
+    // ONNX's [ic][oc][kh][kw] is the row-major IC x (OC KH KW) GEMM weight as it is.
+    auto packed =
+        host_->pack_float_weight(weight_.data(), spec_.ic, spec_.oc * spec_.kh * spec_.kw);
+    if (packed.is_ok()) {
+      host_weight_ = std::move(packed).value();
+    } else {
+      host_pack_status_ = packed.status();
+    }
+  });
+  return host_pack_status_;
+}
+
+Result<std::vector<int64_t>> ConvTranspose2d::output_shape(
+    const std::vector<int64_t>& input_shape) const {
+  if (input_shape.size() != 4 || input_shape[1] != spec_.ic || input_shape[0] < 0 ||
+      input_shape[2] <= 0 || input_shape[3] <= 0) {
+    return invalid_argument(str_cat(name_, ": input shape ", shape_string(input_shape),
+                                    " is not [N, ", spec_.ic, ", H, W]"));
+  }
+  const int64_t oh = conv_transpose_extent(input_shape[2], spec_.stride_y, spec_.kh, spec_.dil_y,
+                                           spec_.pad_top, spec_.pad_bottom, spec_.opad_y);
+  const int64_t ow = conv_transpose_extent(input_shape[3], spec_.stride_x, spec_.kw, spec_.dil_x,
+                                           spec_.pad_left, spec_.pad_right, spec_.opad_x);
+  if (oh <= 0 || ow <= 0) {
+    return invalid_argument(str_cat(name_, ": input ", shape_string(input_shape),
+                                    " gives an empty output (", oh, "x", ow, ")"));
+  }
+  return std::vector<int64_t>{input_shape[0], spec_.oc, oh, ow};
+}
+
+Status ConvTranspose2d::run(const float* x, const std::vector<int64_t>& input_shape, float* y,
+                            const ExecContext& context) const {
+  auto shape = output_shape(input_shape);
+  if (!shape.is_ok()) return shape.status();
+  const int64_t ih = input_shape[2], iw = input_shape[3];
+  const int64_t in_size = spec_.ic * ih * iw;
+  const int64_t out_size = spec_.oc * shape.value()[2] * shape.value()[3];
+  for (int64_t b = 0; b < input_shape[0]; ++b) {
+    const float* xb = x + b * in_size;
+    float* yb = y + b * out_size;
+    if (on_host_) {
+      NPUFLOW_RETURN_IF_ERROR(run_host(xb, ih, iw, yb, context));
+      counters_.host_calls.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    NPUFLOW_RETURN_IF_ERROR(fallback_.run(
+        [&] { return run_device(xb, ih, iw, yb, context); },
+        [&] { return run_host(xb, ih, iw, yb, context); }, counters_.fallback_calls, logger_,
+        [&](const Status& error) {
+          return str_cat(name_, ": ", device_->name(), " did not run a ", ih, "x", iw,
+                         " transposed convolution (", error.message(),
+                         "); it and any like it run on the host in fp32");
+        }));
+  }
+  return Status::ok();
+}
+
+Status ConvTranspose2d::run_device(const float* x, int64_t ih, int64_t iw, float* y,
+                                   const ExecContext& context) const {
+  if (weight_fp16_.empty()) return unsupported("the weight is beyond fp16's range");
+  const ConvTransposeSpec& s = spec_;
+  Fp16ConvTranspose2d call;
+  call.ic = s.ic;
+  call.ih = ih;
+  call.iw = iw;
+  call.oc = s.oc;
+  call.kh = s.kh;
+  call.kw = s.kw;
+  call.stride_y = s.stride_y;
+  call.stride_x = s.stride_x;
+  call.dil_y = s.dil_y;
+  call.dil_x = s.dil_x;
+  // The device pads symmetrically: the smaller pad on both sides, the rest cropped below.
+  call.pad_top = std::min(s.pad_top, s.pad_bottom);
+  call.pad_left = std::min(s.pad_left, s.pad_right);
+  call.opad_y = s.opad_y;
+  call.opad_x = s.opad_x;
+  const int64_t full_h = conv_transpose2d_output_height(call);
+  const int64_t full_w = conv_transpose2d_output_width(call);
+  thread_local std::vector<uint16_t> input, output;
+  input.resize(static_cast<size_t>(s.ic * ih * iw));
+  if (!floats_to_half_in_range(x, input.size(), input.data())) {
+    if (!range_logged_.exchange(true)) {
+      logger_.info(str_cat(name_, ": an input beyond fp16's range; such calls run on the host"));
+    }
+    return unsupported("an input value beyond fp16's range");
+  }
+  output.resize(static_cast<size_t>(s.oc * full_h * full_w));
+  call.input = input.data();
+  call.weight = weight_fp16_.data();
+  call.out = output.data();
+  NPUFLOW_RETURN_IF_ERROR(device_->conv_transpose2d_fp16(call, context));
+  const int64_t oh =
+      conv_transpose_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y);
+  const int64_t ow =
+      conv_transpose_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x);
+  const int64_t row0 = s.pad_top - call.pad_top, col0 = s.pad_left - call.pad_left;
+  bool overflowed = false;
+  for (int64_t o = 0; o < s.oc; ++o) {
+    for (int64_t r = 0; r < oh; ++r) {
+      const uint16_t* from = output.data() + (o * full_h + r + row0) * full_w + col0;
+      float* to = y + (o * oh + r) * ow;
+      for (int64_t c = 0; c < ow; ++c) {
+        // An infinity from finite operands is fp16's overflow, not the model's value.
+        overflowed = overflowed || (from[c] & 0x7fffu) == 0x7c00u;
+        to[c] = half_bits_to_float(from[c]) + bias_[static_cast<size_t>(o)];
+      }
+    }
+  }
+  if (overflowed && std::all_of(x, x + s.ic * ih * iw, [](float v) { return std::isfinite(v); })) {
+    return unsupported("the fp16 output overflowed");
+  }
+  counters_.device_calls.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status ConvTranspose2d::run_host(const float* x, int64_t ih, int64_t iw, float* y,
+                                 const ExecContext& context) const {
+  NPUFLOW_RETURN_IF_ERROR(ensure_host_weight());
+  const ConvTransposeSpec& s = spec_;
+  const int64_t pixels = ih * iw;
+  const int64_t taps = s.kh * s.kw;
+  // The GEMM takes pixels as rows: the input transposed to [pixel][ic].
+  std::vector<float> rows(static_cast<size_t>(pixels * s.ic));
+  for (int64_t c = 0; c < s.ic; ++c) {
+    for (int64_t p = 0; p < pixels; ++p) rows[p * s.ic + c] = x[c * pixels + p];
+  }
+  std::vector<float> columns(static_cast<size_t>(pixels * s.oc * taps));
+  NPUFLOW_RETURN_IF_ERROR(
+      host_->gemm_float(rows.data(), pixels, *host_weight_, columns.data(), context));
+  const int64_t oh =
+      conv_transpose_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y);
+  const int64_t ow =
+      conv_transpose_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x);
+  const int64_t row_width = s.oc * taps;
+  // Each output channel is written by one task: the scatter needs no synchronisation.
+  context.run(static_cast<size_t>(s.oc), [&](size_t task) {
+    const auto o = static_cast<int64_t>(task);
+    float* out = y + o * oh * ow;
+    std::fill(out, out + oh * ow, bias_[task]);
+    for (int64_t r = 0; r < ih; ++r) {
+      for (int64_t c = 0; c < iw; ++c) {
+        const float* column = columns.data() + (r * iw + c) * row_width + o * taps;
+        for (int64_t i = 0; i < s.kh; ++i) {
+          const int64_t oy = r * s.stride_y - s.pad_top + i * s.dil_y;
+          if (oy < 0 || oy >= oh) continue;
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t ox = c * s.stride_x - s.pad_left + j * s.dil_x;
+            if (ox >= 0 && ox < ow) out[oy * ow + ox] += column[i * s.kw + j];
+          }
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace npuflow

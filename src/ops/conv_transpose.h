@@ -1,0 +1,98 @@
+// One ONNX ConvTranspose (2-D, group 1, float, constant weight) as a claimed node runs it (issue
+// #14 item 3). On an NPU: the device's fp16 transposed convolution (Device::conv_transpose2d_fp16)
+// on the weight rounded to fp16 once per session, asymmetric pads expressed as the smaller pad on
+// both sides and a crop, the fp32 bias added after. On the host device, and wherever the device
+// refuses or fails a call or fp16 cannot hold the values: the fp32 path, one GEMM (the input's
+// pixels by IC against the weight as IC x (OC KH KW)) and a scatter of its columns into the
+// output, the way ONNX Runtime's CPU kernel computes it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "device/device.h"
+#include "ops/device_fallback.h"
+
+namespace npuflow {
+
+// The node's attributes, in ONNX's terms (pads begin and end per axis, output_padding).
+struct ConvTransposeSpec {
+  int64_t ic = 0, oc = 0, kh = 0, kw = 0;
+  int64_t stride_y = 1, stride_x = 1, dil_y = 1, dil_x = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t opad_y = 0, opad_x = 0;
+};
+
+// ONNX's output extent along one axis: stride (in - 1) + opad + dil (k - 1) + 1 - pads.
+int64_t conv_transpose_extent(int64_t in, int64_t stride, int64_t kernel, int64_t dil,
+                              int64_t pad_begin, int64_t pad_end, int64_t opad);
+
+// invalid_argument for attributes no ConvTranspose can have (non-positive sizes, strides or
+// dilations, negative pads, output padding not below the stride).
+Status check_conv_transpose_spec(const ConvTransposeSpec& spec);
+
+// Why the device's contract refuses these attributes whatever the input size ("" when it may
+// take them): its transposed convolution cannot crop more than dil (k - 1) per side.
+std::string conv_transpose_contract_refusal(const ConvTransposeSpec& spec);
+
+struct ConvTransposeCounters {
+  std::atomic<int64_t> device_calls{0};  // images run by the device
+  std::atomic<int64_t> host_calls{0};    // images run on the fp32 host path by choice
+  std::atomic<int64_t> fallback_calls{0};
+};
+
+class ConvTranspose2d {
+ public:
+  // weight: [ic][oc][kh][kw]; bias: [oc] or null.
+  static Result<std::unique_ptr<ConvTranspose2d>> create(std::string name,
+                                                         const ConvTransposeSpec& spec,
+                                                         const float* weight, const float* bias,
+                                                         std::shared_ptr<Device> device,
+                                                         Logger logger);
+
+  const ConvTransposeSpec& spec() const { return spec_; }
+  // [batch, oc, oh, ow] for an input [batch, ic, ih, iw]; an error for any other shape or an
+  // empty output.
+  Result<std::vector<int64_t>> output_shape(const std::vector<int64_t>& input_shape) const;
+  // x: [batch][ic][ih][iw] -> y: output_shape(...).
+  Status run(const float* x, const std::vector<int64_t>& input_shape, float* y,
+             const ExecContext& context) const;
+
+  const ConvTransposeCounters& counters() const { return counters_; }
+  const Device& device() const { return *device_; }
+
+ private:
+  ConvTranspose2d(std::string name, const ConvTransposeSpec& spec, std::shared_ptr<Device> device,
+                  Logger logger);
+  // One image on the device in fp16; kUnsupported (nothing written) when fp16 cannot hold it.
+  Status run_device(const float* x, int64_t ih, int64_t iw, float* y,
+                    const ExecContext& context) const;
+  // One image in fp32 on the host.
+  Status run_host(const float* x, int64_t ih, int64_t iw, float* y,
+                  const ExecContext& context) const;
+  Status ensure_host_weight() const;
+
+  std::string name_;
+  ConvTransposeSpec spec_;
+  std::shared_ptr<Device> device_;
+  Logger logger_;
+  bool on_host_ = false;                  // the device is the host: the fp32 path only
+  std::vector<float> weight_;             // [ic][oc kh kw], kept for the host path
+  std::vector<float> bias_;               // [oc], zeros when the node has none
+  std::vector<uint16_t> weight_fp16_;     // the device's operand, rounded once
+  mutable std::once_flag host_packed_;    // the fp32 weight is packed on first host use
+  mutable std::shared_ptr<Device> host_;  // the device that runs the fp32 path
+  mutable std::unique_ptr<PackedWeight> host_weight_;
+  mutable Status host_pack_status_;
+  mutable ConvTransposeCounters counters_;
+  DeviceFallback fallback_;
+  mutable std::atomic<bool> range_logged_{false};
+};
+
+}  // namespace npuflow

@@ -1,0 +1,288 @@
+"""ConvTranspose in any graph (issue #14 item 3): every 2-D, group-1 float ConvTranspose with a
+constant weight whose attributes the device admits is claimed, and each claimed node agrees with
+the CPU EP's within the gates (cosine >= 0.99999 and relative L2 <= 1e-5 on the host's fp32 path,
+cosine >= 0.9999 and relative L2 <= 1e-3 on sim's fp16 one), per node: every ConvTranspose output
+is made a graph output, so an error the layers after it would hide still shows.
+
+Models: the pix2pix-style U-Net generator of tools/fixtures/export_unet.py (both exporters), the
+DPT head of the Depth Anything fixture (its encoder claimed too), and a seeded matrix of single
+ConvTranspose graphs over strides, kernels, dilations, asymmetric pads, output padding, bias,
+batch and image size, up to and past the contract's edge."""
+from __future__ import annotations
+
+import gc
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import CLI, ROOT, claimed, refusal_reasons
+from gates import agreement, assert_matches
+
+UNETS = ROOT / "tests" / "fixtures" / "conv"
+VISION = ROOT / "tests" / "fixtures" / "vision"
+DEVICES = ("host", "sim")
+
+
+def conv_records(records):
+    return [r for r in records if r.get("matcher") == "conv_transpose"]
+
+
+def expose_conv_transposes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """The model with every ConvTranspose output also a graph output (type float, shape free)."""
+    names = [n.output[0] for n in model.graph.node if n.op_type == "ConvTranspose"]
+    outputs = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in outputs:
+            model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return model, names
+
+
+def per_node_agreement(sessions, path, feeds, names, options, device):
+    """Runs the CPU EP and one npuflow session on `device` on each feed of `feeds` (a dict, or a
+    list of them: one session sees every shape); asserts every ConvTranspose output agrees and
+    returns the claim records and the worst agreement."""
+    cpu = sessions.cpu(path)
+    npu, records = sessions.npuflow(path, options={"device": device, **options})
+    out_names = [o.name for o in npu.get_outputs()]
+    worst = None
+    for feed in feeds if isinstance(feeds, list) else [feeds]:
+        ref = dict(zip(out_names, cpu.run(out_names, feed)))
+        got = dict(zip(out_names, npu.run(out_names, feed)))
+        for name in names:
+            measured = assert_matches(ref[name], got[name], device, f"ConvTranspose '{name}'")
+            if worst is None or measured.rel_l2 > worst.rel_l2:
+                worst = measured
+        for name in out_names:
+            assert np.isfinite(got[name]).all() == np.isfinite(ref[name]).all(), name
+    return records, worst
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_unet_generator_every_conv_transpose_claimed_and_within_the_gate(sessions, exporter,
+                                                                          device):
+    model, names = expose_conv_transposes(onnx.load(str(UNETS / f"unet_{exporter}.onnx")))
+    assert len(names) == 5
+    path = sessions.save(model)
+    rng = np.random.default_rng(7)
+    # TorchScript's export keeps the image size dynamic: a second size in the same session.
+    sizes = [(2, 32, 32)] + ([(1, 64, 32)] if exporter == "torchscript" else [])
+    feeds = [{"image": rng.standard_normal((batch, 3, height, width)).astype(np.float32)}
+             for batch, height, width in sizes]
+    records, worst = per_node_agreement(sessions, path, feeds, names, {}, device)
+    [record] = conv_records(records)
+    assert record["candidates"] == 5 and len(record["claims"]) == 5, record["refusals"]
+    if device == "sim":
+        # fp16 operands: an error as small as fp32's would mean the device never ran.
+        assert worst.rel_l2 > 1e-5, worst
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_depth_anything_dpt_head_conv_transposes_claimed_beside_the_encoder(sessions, device):
+    model, names = expose_conv_transposes(
+        onnx.load(str(VISION / "depth_anything_torchscript.onnx")))
+    assert names, "the Depth Anything fixture has no ConvTranspose"
+    path = sessions.save(model)
+    pixels = np.random.default_rng(3).standard_normal((1, 3, 56, 56)).astype(np.float32)
+    records, _ = per_node_agreement(sessions, path, {"pixel_values": pixels}, names, {}, device)
+    [record] = conv_records(records)
+    assert len(record["claims"]) == len(names), record["refusals"]
+    assert any(r.get("matcher") == "vision" and r["claims"] for r in records)
+
+
+def single_conv_transpose(rng, case: dict) -> onnx.ModelProto:
+    ic, oc, kh, kw = case["ic"], case["oc"], case["kernel"][0], case["kernel"][1]
+    weight = (rng.standard_normal((ic, oc, kh, kw)) / np.sqrt(ic * kh * kw)).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "w")]
+    inputs = ["x", "w"]
+    if case["bias"]:
+        inits.append(numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), "b"))
+        inputs.append("b")
+    attrs = {k: case[k] for k in ("strides", "pads", "output_padding", "dilations", "group")
+             if k in case}
+    node = helper.make_node("ConvTranspose", inputs, ["y"], name="up", **attrs)
+    graph = helper.make_graph(
+        [node], "single", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         ["n", case.get("x_channels", ic), "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "oh", "ow"])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.get("opset", 17))])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def output_size(case: dict, axis: int) -> int:
+    h = case["size"][axis]
+    return (case["strides"][axis] * (h - 1) + case["output_padding"][axis] +
+            case["dilations"][axis] * (case["kernel"][axis] - 1) + 1 - case["pads"][axis] -
+            case["pads"][axis + 2])
+
+
+def random_case(rng) -> dict:
+    """A random ConvTranspose the contract admits, with a non-empty output."""
+    while True:
+        case = draw_case(rng)
+        if output_size(case, 0) > 0 and output_size(case, 1) > 0:
+            return case
+
+
+def draw_case(rng) -> dict:
+    kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    sy, sx = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    dy, dx = int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))
+    # Pads within the dilated kernel's reach on the smaller side, anything on the other.
+    reach_y, reach_x = dy * (kh - 1), dx * (kw - 1)
+    top, left = int(rng.integers(0, reach_y + 1)), int(rng.integers(0, reach_x + 1))
+    bottom = top if rng.random() < 0.5 else int(rng.integers(top, top + 3))
+    right = left if rng.random() < 0.5 else int(rng.integers(left, left + 3))
+    return dict(ic=int(rng.choice([1, 3, 8, 17, 32, 40])), oc=int(rng.choice([1, 4, 16, 19, 33])),
+                kernel=(kh, kw), strides=[sy, sx], dilations=[dy, dx],
+                pads=[top, left, bottom, right],
+                output_padding=[int(rng.integers(0, sy)), int(rng.integers(0, sx))],
+                bias=bool(rng.random() < 0.6), opset=int(rng.choice([11, 13, 17, 21])),
+                batch=int(rng.integers(1, 3)), size=(int(rng.integers(1, 14)), int(rng.integers(1, 14))))
+
+
+MATRIX_SEED = 20261204
+MATRIX = 24
+
+
+@pytest.mark.parametrize("index", range(MATRIX))
+def test_random_single_conv_transposes_claimed_and_within_the_gate(sessions, index):
+    rng = np.random.default_rng(MATRIX_SEED + index)
+    case = random_case(rng)
+    model = single_conv_transpose(rng, case)
+    path = sessions.save(model)
+    batch, (h, w) = case["batch"], case["size"]
+    x = rng.standard_normal((batch, case["ic"], h, w)).astype(np.float32)
+    for device in DEVICES:
+        records, worst = per_node_agreement(sessions, path, {"x": x}, ["y"], {}, device)
+        if device == "sim":
+            assert worst.rel_l2 > 1e-5, (case, worst)  # fp16 operands: the device ran it
+        [record] = conv_records(records)
+        assert len(record["claims"]) == 1, (case, record["refusals"])
+        [claim] = record["claims"]
+        assert claim["pads"] == case["pads"] and claim["strides"] == case["strides"], claim
+
+
+# (mutation of the base case, the refusal key): what the claim must leave to the CPU EP.
+BASE = dict(ic=8, oc=16, kernel=(4, 4), strides=[2, 2], pads=[1, 1, 1, 1], bias=True)
+REFUSALS = [
+    (dict(group=2, bias=False), "grouped"),
+    (dict(ic=8, oc=1, group=8, bias=False), "depthwise"),
+    (dict(output_padding=[2, 0]), "attributes"),  # not below the stride: the CPU EP's error too
+    (dict(pads=[4, 1, 4, 1]), "device_contract"),  # beyond dil (k - 1) = 3 on both sides
+    (dict(dilations=[1, 1], kernel=(1, 1), pads=[1, 0, 1, 0]), "device_contract"),
+]
+
+
+@pytest.mark.parametrize("mutation,reason", REFUSALS)
+def test_refused_conv_transposes_run_on_the_cpu_ep_with_the_reason(sessions, mutation, reason):
+    rng = np.random.default_rng(11)
+    case = {**BASE, **mutation}
+    model = single_conv_transpose(rng, case)
+    path = sessions.save(model)
+    npu, records = sessions.npuflow(path, options={"device": "sim"})
+    assert claimed(conv_records(records)) == 0
+    assert reason in refusal_reasons(conv_records(records))
+    x = rng.standard_normal((1, 8, 5, 5)).astype(np.float32)
+    try:
+        ref = sessions.cpu(path).run(None, {"x": x})[0]
+    except Exception as error:  # noqa: BLE001 - the CPU EP rejects the node: so must npuflow
+        with pytest.raises(type(error)):
+            npu.run(None, {"x": x})
+        return
+    np.testing.assert_array_equal(npu.run(None, {"x": x})[0], ref)
+
+
+def test_contract_edge_pad_equal_to_the_reach_is_claimed_one_more_is_refused(sessions):
+    rng = np.random.default_rng(5)
+    for pad, expect_claim in ((3, True), (4, False)):
+        case = {**BASE, "pads": [pad, pad, pad, pad], "strides": [3, 3]}
+        path = sessions.save(single_conv_transpose(rng, case))
+        _, records = sessions.npuflow(path, options={"device": "sim"})
+        assert claimed(conv_records(records)) == int(expect_claim), (pad, records)
+
+
+def test_weight_as_input_auto_pad_and_output_shape_are_refused(sessions):
+    rng = np.random.default_rng(6)
+    base = single_conv_transpose(rng, BASE)
+    mutants = {}
+    same = onnx.ModelProto()
+    same.CopyFrom(base)
+    del same.graph.node[0].attribute[:]
+    same.graph.node[0].attribute.extend([helper.make_attribute("auto_pad", "SAME_UPPER"),
+                                         helper.make_attribute("strides", [2, 2])])
+    mutants["auto_pad"] = same
+    shaped = onnx.ModelProto()
+    shaped.CopyFrom(base)
+    shaped.graph.node[0].attribute.append(helper.make_attribute("output_shape", [10, 10]))
+    mutants["output_shape"] = shaped
+    as_input = onnx.ModelProto()
+    as_input.CopyFrom(base)
+    weight = as_input.graph.initializer[0]
+    as_input.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT,
+                                                              list(weight.dims)))
+    del as_input.graph.initializer[0]
+    mutants["weight_not_constant"] = as_input
+    for reason, model in mutants.items():
+        _, records = sessions.npuflow(sessions.save(model), options={"device": "sim"})
+        assert claimed(conv_records(records)) == 0, reason
+        assert reason in refusal_reasons(conv_records(records)), (reason, records)
+
+
+def test_knob_off_claims_no_conv_transpose(sessions):
+    path = str(UNETS / "unet_torchscript.onnx")
+    _, records = sessions.npuflow(path, options={"device": "sim", "conv_transpose": "0"})
+    assert not conv_records(records)
+
+
+SUMMARY = re.compile(r"ConvTranspose summary: (\d+) claimed nodes on (\w+), (\d+) images on the "
+                     r"device, (\d+) on the host by choice, (\d+) fallen back to the host")
+
+
+def test_device_failures_fall_back_to_the_host_and_the_output_stays_within_the_gate(sessions,
+                                                                                    capfd):
+    model, names = expose_conv_transposes(onnx.load(str(UNETS / "unet_torchscript.onnx")))
+    path = sessions.save(model)
+    feeds = {"image": np.random.default_rng(9).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    capfd.readouterr()
+    records, _ = per_node_agreement(sessions, path, feeds, names,
+                                    {"sim_fail_every": "2", "log": "verbose"}, "sim")
+    gc.collect()
+    err = capfd.readouterr().err
+    [summary] = SUMMARY.findall(err)
+    nodes, device, on_device, on_host, fell_back = summary
+    assert (int(nodes), device) == (5, "sim")
+    assert int(fell_back) > 0 and int(on_device) > 0 and int(on_host) == 0, summary
+    assert "run on the host in fp32" in err  # the fallback's one warning
+
+
+def test_intra_op_spinning_warning_only_while_spinning(sessions, capfd):
+    path = str(UNETS / "unet_torchscript.onnx")
+    warning = "session.intra_op.allow_spinning=0"
+    for config, expected in (({}, True), ({"session.intra_op.allow_spinning": "0"}, False)):
+        capfd.readouterr()
+        session, _ = sessions.npuflow(path, options={"device": "sim"}, config=config)
+        del session
+        gc.collect()
+        assert (warning in capfd.readouterr().err) == expected, config
+
+
+def test_explain_lists_the_claimed_conv_transposes_and_the_refusals(tmp_path):
+    rng = np.random.default_rng(12)
+    model = single_conv_transpose(rng, {**BASE, "group": 2, "bias": False})
+    refused = tmp_path / "grouped.onnx"
+    onnx.save(model, str(refused))
+    for path, expect in ((UNETS / "unet_dynamo.onnx", "5 of 5 ConvTranspose nodes claimed"),
+                         (refused, "0 of 1 ConvTranspose nodes claimed")):
+        result = subprocess.run([str(CLI), "explain", str(path), "--knob", "device=sim"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert expect in result.stdout, result.stdout
+    assert "grouped" in result.stdout and "group=2" in result.stdout, result.stdout

@@ -1,0 +1,281 @@
+// The ConvTranspose claim (issue #14 item 3): the kernel against ONNX's definition over seeded
+// random attributes (asymmetric pads, output padding, dilation, batch), on the host's fp32 path
+// and sim's fp16 one; the fallbacks (a failed device call, an input or an output beyond fp16's
+// range); and the matcher's claims and refusals.
+#include "ops/conv_transpose.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "encoder_test_graph.h"
+#include "graph/conv_transpose_matcher.h"
+#include "host/host_device.h"
+#include "sim/sim_device.h"
+
+namespace npuflow {
+namespace {
+
+using encoder_test::Attrs;
+using encoder_test::TestGraph;
+
+struct Case {
+  ConvTransposeSpec spec;
+  int64_t batch = 1, ih = 1, iw = 1;
+  std::vector<float> x, w, b;
+};
+
+Case random_case(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  Case c;
+  ConvTransposeSpec& s = c.spec;
+  s.ic = pick(1, 24);
+  s.oc = pick(1, 40);
+  s.kh = pick(1, 5);
+  s.kw = pick(1, 5);
+  s.stride_y = pick(1, 3);
+  s.stride_x = pick(1, 3);
+  s.dil_y = pick(1, 2);
+  s.dil_x = pick(1, 2);
+  s.pad_top = pick(0, s.dil_y * (s.kh - 1));
+  s.pad_left = pick(0, s.dil_x * (s.kw - 1));
+  s.pad_bottom = s.pad_top + pick(0, 2);
+  s.pad_right = s.pad_left + pick(0, 2);
+  s.opad_y = pick(0, s.stride_y - 1);
+  s.opad_x = pick(0, s.stride_x - 1);
+  c.batch = pick(1, 2);
+  do {
+    c.ih = pick(1, 9);
+    c.iw = pick(1, 9);
+  } while (conv_transpose_extent(c.ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom,
+                                 s.opad_y) <= 0 ||
+           conv_transpose_extent(c.iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right,
+                                 s.opad_x) <= 0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < c.batch * s.ic * c.ih * c.iw; ++i) c.x.push_back(normal(rng));
+  for (int64_t i = 0; i < s.ic * s.oc * s.kh * s.kw; ++i) c.w.push_back(0.3f * normal(rng));
+  for (int64_t i = 0; i < s.oc; ++i) c.b.push_back(normal(rng));
+  return c;
+}
+
+// ONNX's definition, in double: every input pixel scatters its weighted kernel.
+std::vector<double> definition(const Case& c) {
+  const ConvTransposeSpec& s = c.spec;
+  const int64_t oh =
+      conv_transpose_extent(c.ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y);
+  const int64_t ow =
+      conv_transpose_extent(c.iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x);
+  std::vector<double> y(static_cast<size_t>(c.batch * s.oc * oh * ow));
+  for (int64_t n = 0; n < c.batch; ++n)
+    for (int64_t o = 0; o < s.oc; ++o) {
+      double* out = y.data() + (n * s.oc + o) * oh * ow;
+      std::fill(out, out + oh * ow, c.b[o]);
+      for (int64_t ch = 0; ch < s.ic; ++ch)
+        for (int64_t r = 0; r < c.ih; ++r)
+          for (int64_t q = 0; q < c.iw; ++q)
+            for (int64_t i = 0; i < s.kh; ++i)
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t oy = r * s.stride_y - s.pad_top + i * s.dil_y;
+                const int64_t ox = q * s.stride_x - s.pad_left + j * s.dil_x;
+                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                out[oy * ow + ox] += double(c.x[((n * s.ic + ch) * c.ih + r) * c.iw + q]) *
+                                     c.w[((ch * s.oc + o) * s.kh + i) * s.kw + j];
+              }
+    }
+  return y;
+}
+
+double rel_l2(const std::vector<double>& ref, const std::vector<float>& got) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (ref[i] - got[i]) * (ref[i] - got[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::vector<float> run(const ConvTranspose2d& op, const Case& c) {
+  const std::vector<int64_t> in_shape = {c.batch, c.spec.ic, c.ih, c.iw};
+  auto shape = op.output_shape(in_shape);
+  EXPECT_TRUE(shape.is_ok()) << shape.status().message();
+  std::vector<float> y(static_cast<size_t>(element_count(shape.value())), NAN);
+  const Status status = op.run(c.x.data(), in_shape, y.data(), ExecContext{});
+  EXPECT_TRUE(status.is_ok()) << status.message();
+  return y;
+}
+
+std::unique_ptr<ConvTranspose2d> make(const Case& c, std::shared_ptr<Device> device) {
+  auto op =
+      ConvTranspose2d::create("t", c.spec, c.w.data(), c.b.data(), std::move(device), Logger{});
+  EXPECT_TRUE(op.is_ok()) << op.status().message();
+  return std::move(op).value();
+}
+
+TEST(ConvTranspose2d, HostIsOnnxsDefinitionInFp32AndSimWithinFp16OverRandomAttributes) {
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(seed);
+    const Case c = random_case(seed);
+    const std::vector<double> ref = definition(c);
+    auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+    const double host_error = rel_l2(ref, run(*host, c));
+    EXPECT_LT(host_error, 1e-6);
+    EXPECT_EQ(host->counters().host_calls, c.batch);
+    auto sim = make(c, std::make_shared<sim::SimDevice>());
+    const double sim_error = rel_l2(ref, run(*sim, c));
+    EXPECT_LT(sim_error, 2e-3);
+    EXPECT_GT(sim_error, host_error);  // fp16 operands: the device ran it
+    EXPECT_EQ(sim->counters().device_calls, c.batch);
+    EXPECT_EQ(sim->counters().fallback_calls, 0);
+  }
+}
+
+TEST(ConvTranspose2d, AFailedDeviceCallRerunsOnTheHostPath) {
+  const Case c = random_case(77);
+  sim::SimOptions options;
+  options.fail_every = 1;
+  auto failing = make(c, std::make_shared<sim::SimDevice>(options));
+  auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+  EXPECT_EQ(run(*failing, c), run(*host, c));  // the same fp32 path, bit for bit
+  EXPECT_EQ(failing->counters().fallback_calls, c.batch);
+  EXPECT_EQ(failing->counters().device_calls, 0);
+}
+
+TEST(ConvTranspose2d, ValuesFp16CannotHoldRunOnTheHostPath) {
+  Case c = random_case(5);
+  auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+  // An input beyond fp16's range, in every image.
+  for (int64_t n = 0; n < c.batch; ++n) c.x[n * c.spec.ic * c.ih * c.iw] = 1e6f;
+  auto sim = make(c, std::make_shared<sim::SimDevice>());
+  EXPECT_EQ(run(*sim, c), run(*host, c));
+  EXPECT_EQ(sim->counters().device_calls, 0);
+  // Operands within range whose sums overflow fp16: 60000 x 4 per tap.
+  Case big = c;
+  std::fill(big.x.begin(), big.x.end(), 60000.0f);
+  std::fill(big.w.begin(), big.w.end(), 4.0f);
+  auto big_host = make(big, std::make_shared<HostDevice>(DeviceOptions{}));
+  auto big_sim = make(big, std::make_shared<sim::SimDevice>());
+  const std::vector<float> y = run(*big_sim, big);
+  for (float v : y) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(y, run(*big_host, big));
+  EXPECT_EQ(big_sim->counters().device_calls, 0);
+}
+
+TEST(ConvTranspose2d, RejectsInputsOfAnotherShape) {
+  const Case c = random_case(3);
+  auto op = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+  EXPECT_FALSE(op->output_shape({1, c.spec.ic + 1, 4, 4}).is_ok());
+  EXPECT_FALSE(op->output_shape({1, c.spec.ic, 4}).is_ok());
+  EXPECT_FALSE(op->output_shape({1, c.spec.ic, 0, 4}).is_ok());
+}
+
+Attribute ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.integers = std::move(v);
+  return a;
+}
+Attribute integer(int64_t v) {
+  Attribute a;
+  a.integer = v;
+  return a;
+}
+
+struct ConvGraph {
+  TestGraph g;
+  NodeId node = kNoNode;
+};
+
+// x [1, 8, 5, 5] -> ConvTranspose(w [8, 16, 4, 4], b [16], stride 2, pads 1) + `extra` attributes.
+void build(ConvGraph& c, Attrs extra = {}, ValueId weight = kNoValue, bool bias = true) {
+  const ValueId x = c.g.input({1, 8, 5, 5});
+  const ValueId w = weight != kNoValue ? weight : c.g.weight({8, 16, 4, 4}, "w");
+  std::vector<ValueId> in = {x, w};
+  if (bias) in.push_back(c.g.weight({16}, "b"));
+  Attrs attrs = {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}};
+  for (auto& [name, value] : extra) {
+    bool replaced = false;
+    for (auto& [have, old] : attrs) {
+      if (have == name) {
+        old = value;
+        replaced = true;
+      }
+    }
+    if (!replaced) attrs.emplace_back(name, value);
+  }
+  const ValueId y = c.g.value({1, 16, 10, 10});
+  c.node = c.g.node("ConvTranspose", in, {y}, attrs);
+  c.g.output(y);
+}
+
+TEST(ConvTransposeMatcher, ClaimsAGroupOneFloatNodeWithItsAttributesAndWork) {
+  ConvGraph c;
+  build(c, {{"output_padding", ints({1, 0})}, {"pads", ints({1, 0, 2, 1})}});
+  const ClaimSet set = match_conv_transposes(c.g.graph, {});
+  ASSERT_EQ(set.claims.size(), 1u) << (set.refusals.empty() ? "" : set.refusals[0].detail);
+  const Claim& claim = set.claims[0];
+  EXPECT_EQ(claim.kind, ClaimKind::kConvTranspose);
+  EXPECT_EQ(claim.nodes, std::vector<NodeId>{c.node});
+  const ConvTransposeSpec& s = claim.conv_transpose.spec;
+  EXPECT_EQ((std::vector<int64_t>{s.ic, s.oc, s.kh, s.kw}), (std::vector<int64_t>{8, 16, 4, 4}));
+  EXPECT_EQ((std::vector<int64_t>{s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}),
+            (std::vector<int64_t>{1, 0, 2, 1}));
+  EXPECT_EQ(s.opad_y, 1);
+  EXPECT_EQ(claim.conv_transpose.weight, "w");
+  EXPECT_EQ(claim.conv_transpose.bias, "b");
+  // One fp16 GEMM over the output's pixels: (5-1)2 + 1 + 3 + 1 - 3 = 10 by (5-1)2 + 3 + 1 - 1 = 11.
+  ASSERT_EQ(claim.work.size(), 1u);
+  EXPECT_EQ(claim.work[0].rows, 10 * 11);
+  EXPECT_EQ(claim.work[0].k, 8 * 16);
+  EXPECT_EQ(claim.work[0].n, 16);
+  EXPECT_TRUE(match_conv_transposes(c.g.graph, {c.node}).claims.empty());
+}
+
+TEST(ConvTransposeMatcher, RefusesWhatTheDeviceOrTheRuntimeCannotStandFor) {
+  auto refusal = [](Attrs extra, bool weight_input = false, std::vector<int64_t> w_shape = {}) {
+    ConvGraph c;
+    ValueId w = kNoValue;
+    if (weight_input) w = c.g.input({8, 16, 4, 4});
+    if (!w_shape.empty()) w = c.g.weight(w_shape);
+    build(c, std::move(extra), w, w_shape.empty());
+    const ClaimSet set = match_conv_transposes(c.g.graph, {});
+    EXPECT_TRUE(set.claims.empty());
+    return set.refusals.size() == 1 ? set.refusals[0].reason : std::string("none");
+  };
+  EXPECT_EQ(refusal({}, true), "weight_not_constant");
+  EXPECT_EQ(refusal({{"group", integer(2)}}), "grouped");
+  EXPECT_EQ(refusal({{"group", integer(8)}}, false, {8, 1, 4, 4}), "depthwise");
+  EXPECT_EQ(refusal({}, false, {8, 16, 4}), "not_2d");
+  EXPECT_EQ(refusal({}, false, {8, 16, 2, 2, 2}), "not_2d");
+  EXPECT_EQ(refusal({{"pads", ints({4, 1, 4, 1})}}), "device_contract");
+  EXPECT_EQ(refusal({{"output_padding", ints({2, 0})}}), "attributes");
+  EXPECT_EQ(refusal({{"strides", ints({2, 2, 2})}}), "attributes");
+  EXPECT_EQ(refusal({{"output_shape", ints({10, 10})}}), "output_shape");
+  EXPECT_EQ(refusal({{"kernel_shape", ints({3, 3})}}), "kernel_shape");
+  Attribute same;
+  same.text = "SAME_UPPER";
+  EXPECT_EQ(refusal({{"auto_pad", same}}), "auto_pad");
+  {
+    ConvGraph c;
+    std::vector<float> w(8 * 16 * 16, 0.1f);
+    w[3] = INFINITY;
+    build(c, {}, c.g.floats({8, 16, 4, 4}, w));
+    const ClaimSet set = match_conv_transposes(c.g.graph, {});
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "weight_not_finite");
+  }
+  {
+    ConvGraph c;
+    const ValueId x = c.g.input({1, 8, 5, 5}, ElementType::kFloat16);
+    const ValueId y = c.g.value({1, 16, 10, 10}, ElementType::kFloat16);
+    c.g.node("ConvTranspose", {x, c.g.weight({8, 16, 4, 4})}, {y});
+    const ClaimSet set = match_conv_transposes(c.g.graph, {});
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "unsupported_type");
+  }
+}
+
+}  // namespace
+}  // namespace npuflow
