@@ -99,8 +99,10 @@ ROWS = [
 UNPRICED = [
     ("SAM ViT-B image encoder, 1.03-1.11x", SEED_000, "npuflow has no SAM claim (issue #14)"),
     ("pix2pix U-Net-256 ConvTranspose, 1.76x (4 threads)", SEED_000,
-     "npuflow has no ConvTranspose claim (issue #14)"),
-    ("SAM mask decoder ConvTranspose, 1.05-1.15x", SEED_000, "as pix2pix"),
+     "the ConvTranspose claim is priced, but its row is not validated yet: the plan's CPU EP "
+     "baseline runs 8 threads where the seed ran 4, and its first layer (a 1x1 input against an "
+     "8 MiB weight) is priced at tens of ms where the seed measured 1.63 ms"),
+    ("SAM mask decoder ConvTranspose, 1.05-1.15x", SEED_000, "no SAM export yet (issue #14)"),
     ("Ministral-3-8B F16 prefill pp512 3.8x, pp2048 3.1x", "seed 003 (ggml-rocket README)",
      "plan prices ONNX graphs; the ggml backend's prefill is not priced by it"),
     ("FLASH_ATTN_EXT 1.07x at 4K, 1.50x at 8K", "seed 003",

@@ -91,10 +91,14 @@ std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim
     }
     bias = b.name;
   }
+  // VALID pads nothing; ONNX and ONNX Runtime have disagreed on which side SAME_* pads more,
+  // so those are not guessed here.
+  bool valid_padding = false;
   if (const Attribute* pad = node.attribute("auto_pad");
       pad && pad->text && *pad->text != "NOTSET") {
-    // ONNX and ONNX Runtime have disagreed on which side SAME_* pads more: not guessed here.
-    return refuse_node(id, node, "auto_pad", str_cat("auto_pad ", *pad->text));
+    if (*pad->text != "VALID")
+      return refuse_node(id, node, "auto_pad", str_cat("auto_pad ", *pad->text));
+    valid_padding = true;
   }
   if (node.attribute("output_shape") != nullptr) {
     return refuse_node(id, node, "output_shape",
@@ -102,7 +106,7 @@ std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim
   }
   const auto strides = ints(node, "strides", 2, 1);
   const auto dilations = ints(node, "dilations", 2, 1);
-  const auto pads = ints(node, "pads", 4, 0);
+  const auto pads = valid_padding ? std::vector<int64_t>(4, 0) : ints(node, "pads", 4, 0);
   const auto output_padding = ints(node, "output_padding", 2, 0);
   if (!strides || !dilations || !pads || !output_padding) {
     return refuse_node(id, node, "attributes",
@@ -138,17 +142,24 @@ std::optional<Refusal> match_one(const GraphView& graph, NodeId id, Claim& claim
   conv.weight = w.name;
   conv.bias = bias;
   conv.spec = spec;
-  // Priced as the device runs it: one fp16 GEMM over the output's pixels (see sim/sim_conv.h).
-  int64_t rows = -1;
-  if (x.has_shape && x.shape.size() == 4 && x.shape[0] > 0 && x.shape[2] > 0 && x.shape[3] > 0) {
-    rows = x.shape[0] *
-           conv_transpose_extent(x.shape[2], spec.stride_y, spec.kh, spec.dil_y, spec.pad_top,
-                                 spec.pad_bottom, spec.opad_y) *
-           conv_transpose_extent(x.shape[3], spec.stride_x, spec.kw, spec.dil_x, spec.pad_left,
-                                 spec.pad_right, spec.opad_x);
+  // Priced as an NPU runs it (ops/conv_transpose.h): the GEMM over the input's pixels, whose
+  // columns the host scatters, or (stride 1) one convolution GEMM over the output's pixels.
+  const bool known =
+      x.has_shape && x.shape.size() == 4 && x.shape[0] > 0 && x.shape[2] > 0 && x.shape[3] > 0;
+  const int64_t taps = spec.kh * spec.kw;
+  if (conv_transpose_runs_as_gemm(spec)) {
+    claim.work.push_back({node.name, known ? x.shape[0] * x.shape[2] * x.shape[3] : -1, spec.ic,
+                          spec.oc * taps, ElementType::kFloat16});
+  } else {
+    const int64_t rows =
+        known ? x.shape[0] *
+                    conv_transpose_extent(x.shape[2], spec.stride_y, spec.kh, spec.dil_y,
+                                          spec.pad_top, spec.pad_bottom, spec.opad_y) *
+                    conv_transpose_extent(x.shape[3], spec.stride_x, spec.kw, spec.dil_x,
+                                          spec.pad_left, spec.pad_right, spec.opad_x)
+              : -1;
+    claim.work.push_back({node.name, rows, spec.ic * taps, spec.oc, ElementType::kFloat16});
   }
-  claim.work.push_back(
-      {node.name, rows, spec.ic * spec.kh * spec.kw, spec.oc, ElementType::kFloat16});
   return std::nullopt;
 }
 

@@ -59,6 +59,18 @@ std::vector<HostWork> host_work_of(const Claim& claim) {
     return out;
   }
   if (claim.kind == ClaimKind::kTensorProgram || claim.work.empty()) return out;
+  if (claim.kind == ClaimKind::kConvTranspose) {
+    // fp32 -> fp16 in, then the GEMM's columns scattered into the output (or, for the device's
+    // convolution, its fp16 output widened and cropped).
+    const GemmWork& g = claim.work.front();
+    out.push_back({g.name + ".convert", HostWorkKind::kConvert, g.rows, g.k});
+    if (conv_transpose_runs_as_gemm(claim.conv_transpose.spec)) {
+      out.push_back({g.name + ".scatter", HostWorkKind::kElementwise, g.rows, g.n});
+    } else {
+      out.push_back({g.name + ".epilogue", HostWorkKind::kConvert, g.rows, g.n});
+    }
+    return out;
+  }
   // One integer GEMM: a float activation is quantized first, the int32 result requantized or
   // dequantized after.
   const GemmWork& g = claim.work.front();

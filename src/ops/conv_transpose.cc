@@ -6,6 +6,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "ops/float_linear.h"
 
 namespace npuflow {
 
@@ -47,6 +48,10 @@ std::string conv_transpose_contract_refusal(const ConvTransposeSpec& s) {
   return "";
 }
 
+bool conv_transpose_runs_as_gemm(const ConvTransposeSpec& s) {
+  return s.stride_y > 1 || s.stride_x > 1;
+}
+
 ConvTranspose2d::ConvTranspose2d(std::string name, const ConvTransposeSpec& spec,
                                  std::shared_ptr<Device> device, Logger logger)
     : name_(std::move(name)), spec_(spec), device_(std::move(device)), logger_(std::move(logger)) {}
@@ -75,6 +80,22 @@ Result<std::unique_ptr<ConvTranspose2d>> ConvTranspose2d::create(
     op->weight_fp16_.clear();
     op->fallback_.mark_logged();
     op->logger_.info(str_cat(op->name_, ": a weight beyond fp16's range; it runs on the host"));
+    return op;
+  }
+  op->as_gemm_ = conv_transpose_runs_as_gemm(spec);
+  if (op->as_gemm_) {
+    auto packed = op->device_->pack_fp16_weight(op->weight_fp16_.data(), spec.ic,
+                                                spec.oc * spec.kh * spec.kw);
+    if (packed.is_ok()) {
+      op->device_weight_ = std::move(packed).value();
+    } else {
+      op->fallback_.mark_logged();
+      op->logger_.warning(str_cat(op->name_, ": ", op->device_->name(),
+                                  " did not take the weight (", packed.status().message(),
+                                  "); it runs on the host in fp32"));
+    }
+    op->weight_fp16_.clear();  // the device holds its own copy
+    op->weight_fp16_.shrink_to_fit();
   }
   return op;
 }
@@ -141,6 +162,23 @@ Status ConvTranspose2d::run(const float* x, const std::vector<int64_t>& input_sh
 
 Status ConvTranspose2d::run_device(const float* x, int64_t ih, int64_t iw, float* y,
                                    const ExecContext& context) const {
+  if (!as_gemm_) return run_device_convolution(x, ih, iw, y, context);
+  if (!device_weight_) return unsupported("the device holds no weight");
+  const int64_t count = spec_.ic * ih * iw;
+  if (std::any_of(x, x + count,
+                  [](float v) { return std::isfinite(v) && std::abs(v) > 65504.0f; })) {
+    if (!range_logged_.exchange(true)) {
+      logger_.info(str_cat(name_, ": an input beyond fp16's range; such calls run on the host"));
+    }
+    return unsupported("an input value beyond fp16's range");
+  }
+  NPUFLOW_RETURN_IF_ERROR(gemm_scatter(*device_, *device_weight_, x, ih, iw, y, true, context));
+  counters_.device_calls.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status ConvTranspose2d::run_device_convolution(const float* x, int64_t ih, int64_t iw, float* y,
+                                               const ExecContext& context) const {
   if (weight_fp16_.empty()) return unsupported("the weight is beyond fp16's range");
   const ConvTransposeSpec& s = spec_;
   Fp16ConvTranspose2d call;
@@ -201,6 +239,12 @@ Status ConvTranspose2d::run_device(const float* x, int64_t ih, int64_t iw, float
 Status ConvTranspose2d::run_host(const float* x, int64_t ih, int64_t iw, float* y,
                                  const ExecContext& context) const {
   NPUFLOW_RETURN_IF_ERROR(ensure_host_weight());
+  return gemm_scatter(*host_, *host_weight_, x, ih, iw, y, false, context);
+}
+
+Status ConvTranspose2d::gemm_scatter(Device& device, const PackedWeight& weight, const float* x,
+                                     int64_t ih, int64_t iw, float* y, bool check_overflow,
+                                     const ExecContext& context) const {
   const ConvTransposeSpec& s = spec_;
   const int64_t pixels = ih * iw;
   const int64_t taps = s.kh * s.kw;
@@ -210,8 +254,12 @@ Status ConvTranspose2d::run_host(const float* x, int64_t ih, int64_t iw, float* 
     for (int64_t p = 0; p < pixels; ++p) rows[p * s.ic + c] = x[c * pixels + p];
   }
   std::vector<float> columns(static_cast<size_t>(pixels * s.oc * taps));
-  NPUFLOW_RETURN_IF_ERROR(
-      host_->gemm_float(rows.data(), pixels, *host_weight_, columns.data(), context));
+  NPUFLOW_RETURN_IF_ERROR(run_linear(device, rows.data(), pixels, weight, columns.data(), context));
+  if (check_overflow &&
+      std::any_of(columns.begin(), columns.end(), [](float v) { return std::isinf(v); }) &&
+      std::all_of(x, x + s.ic * pixels, [](float v) { return std::isfinite(v); })) {
+    return unsupported("the fp16 GEMM overflowed");
+  }
   const int64_t oh =
       conv_transpose_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y);
   const int64_t ow =

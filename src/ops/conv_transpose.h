@@ -1,10 +1,16 @@
 // One ONNX ConvTranspose (2-D, group 1, float, constant weight) as a claimed node runs it (issue
-// #14 item 3). On an NPU: the device's fp16 transposed convolution (Device::conv_transpose2d_fp16)
-// on the weight rounded to fp16 once per session, asymmetric pads expressed as the smaller pad on
-// both sides and a crop, the fp32 bias added after. On the host device, and wherever the device
-// refuses or fails a call or fp16 cannot hold the values: the fp32 path, one GEMM (the input's
-// pixels by IC against the weight as IC x (OC KH KW)) and a scatter of its columns into the
-// output, the way ONNX Runtime's CPU kernel computes it.
+// #14 item 3). Its arithmetic is one GEMM, the input's pixels by IC against the weight as
+// IC x (OC KH KW), and a scatter-add of each pixel's OC KH KW columns into the output (the way
+// ONNX Runtime's CPU kernel computes it); the bias is added in fp32.
+// - Host device: that GEMM in fp32.
+// - An NPU, stride > 1: the GEMM on the device in fp16 against a weight packed once per session
+//   (any input size reuses it), the scatter on the host. The library's own transposed convolution
+//   would run over the zero-dilated input, stride_y x stride_x times the GEMM's MACs.
+// - An NPU, stride 1: the device's fp16 transposed convolution (Device::conv_transpose2d_fp16),
+//   whose MACs equal the GEMM's and which leaves no scatter to the host; asymmetric pads run as
+//   the smaller pad on both sides and a crop.
+// Wherever the device refuses or fails a call, or fp16 cannot hold the values (an input beyond
+// its range, an output that overflows it), the image reruns in fp32 on the host.
 #pragma once
 
 #include <atomic>
@@ -41,6 +47,10 @@ Status check_conv_transpose_spec(const ConvTransposeSpec& spec);
 // take them): its transposed convolution cannot crop more than dil (k - 1) per side.
 std::string conv_transpose_contract_refusal(const ConvTransposeSpec& spec);
 
+// Whether an NPU runs the node as the GEMM and a host scatter (else as its transposed
+// convolution): when a stride is above 1.
+bool conv_transpose_runs_as_gemm(const ConvTransposeSpec& spec);
+
 struct ConvTransposeCounters {
   std::atomic<int64_t> device_calls{0};  // images run by the device
   std::atomic<int64_t> host_calls{0};    // images run on the fp32 host path by choice
@@ -70,22 +80,30 @@ class ConvTranspose2d {
  private:
   ConvTranspose2d(std::string name, const ConvTransposeSpec& spec, std::shared_ptr<Device> device,
                   Logger logger);
-  // One image on the device in fp16; kUnsupported (nothing written) when fp16 cannot hold it.
+  // One image on the device in fp16; kUnsupported when fp16 cannot hold it.
   Status run_device(const float* x, int64_t ih, int64_t iw, float* y,
                     const ExecContext& context) const;
+  Status run_device_convolution(const float* x, int64_t ih, int64_t iw, float* y,
+                                const ExecContext& context) const;
   // One image in fp32 on the host.
   Status run_host(const float* x, int64_t ih, int64_t iw, float* y,
                   const ExecContext& context) const;
+  // The GEMM on `device` against `weight`, then the scatter; with check_overflow, kUnsupported
+  // when a column became infinite from finite operands (fp16's overflow).
+  Status gemm_scatter(Device& device, const PackedWeight& weight, const float* x, int64_t ih,
+                      int64_t iw, float* y, bool check_overflow, const ExecContext& context) const;
   Status ensure_host_weight() const;
 
   std::string name_;
   ConvTransposeSpec spec_;
   std::shared_ptr<Device> device_;
   Logger logger_;
-  bool on_host_ = false;                  // the device is the host: the fp32 path only
-  std::vector<float> weight_;             // [ic][oc kh kw], kept for the host path
-  std::vector<float> bias_;               // [oc], zeros when the node has none
-  std::vector<uint16_t> weight_fp16_;     // the device's operand, rounded once
+  bool on_host_ = false;                         // the device is the host: the fp32 path only
+  std::vector<float> weight_;                    // [ic][oc kh kw], kept for the host path
+  std::vector<float> bias_;                      // [oc], zeros when the node has none
+  std::vector<uint16_t> weight_fp16_;            // the device convolution's operand, rounded once
+  std::unique_ptr<PackedWeight> device_weight_;  // the device GEMM's, packed once (null: none)
+  bool as_gemm_ = false;
   mutable std::once_flag host_packed_;    // the fp32 weight is packed on first host use
   mutable std::shared_ptr<Device> host_;  // the device that runs the fp32 path
   mutable std::unique_ptr<PackedWeight> host_weight_;

@@ -236,6 +236,21 @@ def test_weight_as_input_auto_pad_and_output_shape_are_refused(sessions):
         assert reason in refusal_reasons(conv_records(records)), (reason, records)
 
 
+def test_auto_pad_valid_is_claimed_unpadded(sessions):
+    rng = np.random.default_rng(8)
+    model = single_conv_transpose(rng, BASE)
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "pads"]
+    del node.attribute[:]
+    node.attribute.extend(kept + [helper.make_attribute("auto_pad", "VALID")])
+    path = sessions.save(model)
+    x = {"x": rng.standard_normal((1, 8, 5, 5)).astype(np.float32)}
+    for device in DEVICES:
+        records, _ = per_node_agreement(sessions, path, x, ["y"], {}, device)
+        [claim] = conv_records(records)[0]["claims"]
+        assert claim["pads"] == [0, 0, 0, 0]
+
+
 def test_knob_off_claims_no_conv_transpose(sessions):
     path = str(UNETS / "unet_torchscript.onnx")
     _, records = sessions.npuflow(path, options={"device": "sim", "conv_transpose": "0"})

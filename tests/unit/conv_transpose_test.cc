@@ -116,9 +116,11 @@ std::unique_ptr<ConvTranspose2d> make(const Case& c, std::shared_ptr<Device> dev
 }
 
 TEST(ConvTranspose2d, HostIsOnnxsDefinitionInFp32AndSimWithinFp16OverRandomAttributes) {
+  int gemm_cases = 0, convolution_cases = 0;
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE(seed);
     const Case c = random_case(seed);
+    (conv_transpose_runs_as_gemm(c.spec) ? gemm_cases : convolution_cases)++;
     const std::vector<double> ref = definition(c);
     auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
     const double host_error = rel_l2(ref, run(*host, c));
@@ -131,6 +133,8 @@ TEST(ConvTranspose2d, HostIsOnnxsDefinitionInFp32AndSimWithinFp16OverRandomAttri
     EXPECT_EQ(sim->counters().device_calls, c.batch);
     EXPECT_EQ(sim->counters().fallback_calls, 0);
   }
+  EXPECT_GT(gemm_cases, 5);  // both of the NPU's paths
+  EXPECT_GT(convolution_cases, 5);
 }
 
 TEST(ConvTranspose2d, AFailedDeviceCallRerunsOnTheHostPath) {
@@ -152,16 +156,27 @@ TEST(ConvTranspose2d, ValuesFp16CannotHoldRunOnTheHostPath) {
   auto sim = make(c, std::make_shared<sim::SimDevice>());
   EXPECT_EQ(run(*sim, c), run(*host, c));
   EXPECT_EQ(sim->counters().device_calls, 0);
-  // Operands within range whose sums overflow fp16: 60000 x 4 per tap.
+  // Operands within range whose products overflow fp16 (60000 x 4). The device's convolution
+  // (stride 1) stores fp16: its infinity is caught and the image reruns on the host.
   Case big = c;
+  big.spec.stride_y = big.spec.stride_x = 1;
+  big.spec.opad_y = big.spec.opad_x = 0;
   std::fill(big.x.begin(), big.x.end(), 60000.0f);
   std::fill(big.w.begin(), big.w.end(), 4.0f);
+  ASSERT_FALSE(conv_transpose_runs_as_gemm(big.spec));
   auto big_host = make(big, std::make_shared<HostDevice>(DeviceOptions{}));
   auto big_sim = make(big, std::make_shared<sim::SimDevice>());
   const std::vector<float> y = run(*big_sim, big);
   for (float v : y) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(y, run(*big_host, big));
   EXPECT_EQ(big_sim->counters().device_calls, 0);
+  // The GEMM (stride 2) returns fp32 sums of the fp16 products: finite, on the device.
+  big.spec.stride_y = big.spec.stride_x = 2;
+  ASSERT_TRUE(conv_transpose_runs_as_gemm(big.spec));
+  auto gemm_sim = make(big, std::make_shared<sim::SimDevice>());
+  const std::vector<float> z = run(*gemm_sim, big);
+  EXPECT_LT(rel_l2(definition(big), z), 1e-3);
+  EXPECT_EQ(gemm_sim->counters().device_calls, big.batch);
 }
 
 TEST(ConvTranspose2d, RejectsInputsOfAnotherShape) {
@@ -225,12 +240,31 @@ TEST(ConvTransposeMatcher, ClaimsAGroupOneFloatNodeWithItsAttributesAndWork) {
   EXPECT_EQ(s.opad_y, 1);
   EXPECT_EQ(claim.conv_transpose.weight, "w");
   EXPECT_EQ(claim.conv_transpose.bias, "b");
-  // One fp16 GEMM over the output's pixels: (5-1)2 + 1 + 3 + 1 - 3 = 10 by (5-1)2 + 3 + 1 - 1 = 11.
+  // Stride 2: one fp16 GEMM over the input's 5 x 5 pixels, IC by OC KH KW.
   ASSERT_EQ(claim.work.size(), 1u);
-  EXPECT_EQ(claim.work[0].rows, 10 * 11);
-  EXPECT_EQ(claim.work[0].k, 8 * 16);
-  EXPECT_EQ(claim.work[0].n, 16);
+  EXPECT_EQ(claim.work[0].rows, 25);
+  EXPECT_EQ(claim.work[0].k, 8);
+  EXPECT_EQ(claim.work[0].n, 16 * 16);
+  // Stride 1: the device's convolution, one GEMM over the output's pixels:
+  // 4 + 3 + 1 - 1 - 2 = 5 rows by 4 + 3 + 1 - 0 - 1 = 7 columns.
+  ConvGraph unit;
+  build(unit, {{"strides", ints({1, 1})}, {"pads", ints({1, 0, 2, 1})}});
+  const ClaimSet stride1 = match_conv_transposes(unit.g.graph, {});
+  ASSERT_EQ(stride1.claims.size(), 1u);
+  EXPECT_EQ(stride1.claims[0].work[0].rows, 5 * 7);
+  EXPECT_EQ(stride1.claims[0].work[0].k, 8 * 16);
+  EXPECT_EQ(stride1.claims[0].work[0].n, 16);
   EXPECT_TRUE(match_conv_transposes(c.g.graph, {c.node}).claims.empty());
+  // auto_pad VALID: no padding, whatever pads says.
+  ConvGraph valid;
+  Attribute valid_text;
+  valid_text.text = "VALID";
+  build(valid, {{"auto_pad", valid_text}});
+  const ClaimSet unpadded = match_conv_transposes(valid.g.graph, {});
+  ASSERT_EQ(unpadded.claims.size(), 1u);
+  const ConvTransposeSpec& v = unpadded.claims[0].conv_transpose.spec;
+  EXPECT_EQ((std::vector<int64_t>{v.pad_top, v.pad_left, v.pad_bottom, v.pad_right}),
+            (std::vector<int64_t>(4, 0)));
 }
 
 TEST(ConvTransposeMatcher, RefusesWhatTheDeviceOrTheRuntimeCannotStandFor) {

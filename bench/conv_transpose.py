@@ -1,0 +1,100 @@
+"""npuflow's ConvTranspose claim (host device, fp32) against the ONNX Runtime CPU EP, node by node.
+
+The shapes are the decoder of pix2pix's U-Net generator at 256x256 (ngf 64: 4x4 stride-2
+transposed convolutions, pads 1), each as a one-node model. Both arms run in this process with the
+same intra-op thread count, alternating run by run; the table reports each arm's median and the
+ratio CPU EP / npuflow (> 1: npuflow is faster). --write-costs replaces the `conv_transpose` rows
+of this machine's cost table (bench/cost_table.py), which claim=faster reads.
+
+    make bench-conv                  # the table in docs/performance.md
+    .venv/bin/python bench/conv_transpose.py --runs 20 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from cost_table import write_rows  # noqa: E402
+
+import os  # noqa: E402
+
+BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build")).resolve()
+# (input channels, output channels, input size): the U-Net decoder from the bottleneck out.
+SHAPES = [(512, 512, 2), (1024, 512, 8), (1024, 256, 32), (512, 128, 64), (256, 64, 128),
+          (128, 3, 128)]
+
+
+def model(ic: int, oc: int, size: int) -> bytes:
+    rng = np.random.default_rng(ic * 7 + oc + size)
+    weight = (rng.standard_normal((ic, oc, 4, 4)) / np.sqrt(ic * 16)).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, ic, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, oc, 2 * size, 2 * size])],
+        [numpy_helper.from_array(weight, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--write-costs", action="store_true")
+    args = parser.parse_args()
+    ort.register_execution_provider_library("npuflow", str(BUILD_DIR / "lib" /
+                                                           "libonnxruntime_npuflow.so"))
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == "NpuflowExecutionProvider"]
+
+    def options(npuflow: bool):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        if npuflow:  # measure the claim, not the policy
+            so.add_provider_for_devices(devices, {"device": "host", "claim": "all"})
+        return so
+
+    print(f"ConvTranspose 4x4 stride 2, host device vs CPU EP, {args.threads} threads, median of "
+          f"{args.runs} alternating runs")
+    print("| IC | OC | input | output | npuflow ms | CPU EP ms | CPU EP / npuflow |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for ic, oc, size in SHAPES:
+        data = model(ic, oc, size)
+        arms = {"npuflow": ort.InferenceSession(data, options(True)),
+                "cpu": ort.InferenceSession(data, options(False),
+                                            providers=["CPUExecutionProvider"])}
+        x = {"x": np.random.default_rng(1).standard_normal((1, ic, size, size)).astype(np.float32)}
+        times = {name: [] for name in arms}
+        for name, session in arms.items():
+            session.run(None, x)  # warm-up
+        for _ in range(args.runs):
+            for name, session in arms.items():
+                start = time.perf_counter()
+                session.run(None, x)
+                times[name].append((time.perf_counter() - start) * 1e3)
+        npuflow, cpu = (statistics.median(times[n]) for n in ("npuflow", "cpu"))
+        out = 2 * size
+        print(f"| {ic} | {oc} | {size}x{size} | {out}x{out} | {npuflow:.2f} | {cpu:.2f} | "
+              f"{cpu / npuflow:.2f}x |")
+        k, n = ic * 16, oc
+        rows.append(dict(kind="conv_transpose", model=f"ConvTranspose {ic}->{oc} at {size}px",
+                         family="", tokens=0, hidden=0, rows=out * out, k=k, n=n,
+                         flops=2.0 * out * out * k * n, npuflow_ms=npuflow, cpu_ep_ms=cpu))
+    if args.write_costs:
+        path = write_rows(None, {"conv_transpose"}, rows, args.threads,
+                          "bench/conv_transpose.py --write-costs")
+        print(f"cost rows written to {path}")
+
+
+if __name__ == "__main__":
+    main()
