@@ -13,7 +13,7 @@ DEMO_CLI := $(DEMO_DIR)/bin/npuflow
 DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
-        bench-encoders bench-quantized bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
+        bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim
 
 all: build
@@ -142,7 +142,7 @@ demo: demo-build $(DEMO_SIGLIP) $(DEMO_MODEL)
 	@NPUFLOW_CLAIM=all $(DEMO_CLI) explain $(DEMO_MODEL)
 	@NPUFLOW_CLAIM=all $(DEMO_CLI) demo $(DEMO_MODEL)
 
-bench: build bench-encoders bench-quantized
+bench: build bench-encoders bench-quantized bench-conv
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/qdq_matmul.py --runs 10 --rounds 3 \
 	  --threads 2
 
@@ -150,6 +150,10 @@ bench: build bench-encoders bench-quantized
 # the CPU EP running the same models.
 bench-quantized: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/quantized_encoders.py --runs 10 --write-costs
+
+# ConvTranspose nodes at pix2pix's decoder shapes against the CPU EP; writes their cost rows.
+bench-conv: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/conv_transpose.py --runs 10 --write-costs
 
 # The encoder families at real size against the CPU EP; writes the cost table claim=faster reads.
 bench-encoders: build

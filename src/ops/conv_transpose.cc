@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "core/fp16.h"
 #include "core/strings.h"
@@ -148,14 +149,20 @@ Status ConvTranspose2d::run(const float* x, const std::vector<int64_t>& input_sh
       counters_.host_calls.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    NPUFLOW_RETURN_IF_ERROR(fallback_.run(
-        [&] { return run_device(xb, ih, iw, yb, context); },
-        [&] { return run_host(xb, ih, iw, yb, context); }, counters_.fallback_calls, logger_,
-        [&](const Status& error) {
-          return str_cat(name_, ": ", device_->name(), " did not run a ", ih, "x", iw,
-                         " transposed convolution (", error.message(),
-                         "); it and any like it run on the host in fp32");
-        }));
+    Status device_status;
+    NPUFLOW_RETURN_IF_ERROR(
+        fallback_.run([&] { return device_status = run_device(xb, ih, iw, yb, context); },
+                      [&] {
+                        logger_.trace(str_cat(name_, ": image ", b, " (", ih, "x", iw,
+                                              ") on the host: ", device_status.message()));
+                        return run_host(xb, ih, iw, yb, context);
+                      },
+                      counters_.fallback_calls, logger_,
+                      [&](const Status& error) {
+                        return str_cat(name_, ": ", device_->name(), " did not run a ", ih, "x", iw,
+                                       " transposed convolution (", error.message(),
+                                       "); it and any like it run on the host in fp32");
+                      }));
   }
   return Status::ok();
 }
@@ -248,15 +255,30 @@ Status ConvTranspose2d::gemm_scatter(Device& device, const PackedWeight& weight,
   const ConvTransposeSpec& s = spec_;
   const int64_t pixels = ih * iw;
   const int64_t taps = s.kh * s.kw;
-  // The GEMM takes pixels as rows: the input transposed to [pixel][ic].
-  std::vector<float> rows(static_cast<size_t>(pixels * s.ic));
-  for (int64_t c = 0; c < s.ic; ++c) {
-    for (int64_t p = 0; p < pixels; ++p) rows[p * s.ic + c] = x[c * pixels + p];
-  }
-  std::vector<float> columns(static_cast<size_t>(pixels * s.oc * taps));
-  NPUFLOW_RETURN_IF_ERROR(run_linear(device, rows.data(), pixels, weight, columns.data(), context));
+  // The GEMM takes pixels as rows: the input transposed to [pixel][ic], in cache-sized tiles.
+  // Scratch kept per thread across calls: fresh pages for tens of MiB each call would cost more
+  // page faults than the scatter itself.
+  thread_local std::vector<float> rows_scratch, columns_scratch;
+  rows_scratch.resize(std::max(rows_scratch.size(), static_cast<size_t>(pixels * s.ic)));
+  float* const rows = rows_scratch.data();
+  constexpr int64_t kTile = 32;
+  const int64_t pixel_tiles = (pixels + kTile - 1) / kTile;
+  context.run(static_cast<size_t>(pixel_tiles), [&](size_t task) {
+    const int64_t p0 = static_cast<int64_t>(task) * kTile, p1 = std::min(pixels, p0 + kTile);
+    for (int64_t c0 = 0; c0 < s.ic; c0 += kTile) {
+      const int64_t c1 = std::min(s.ic, c0 + kTile);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t c = c0; c < c1; ++c) rows[p * s.ic + c] = x[c * pixels + p];
+      }
+    }
+  });
+  const int64_t row_width = s.oc * taps;
+  const size_t column_count = static_cast<size_t>(pixels * row_width);
+  columns_scratch.resize(std::max(columns_scratch.size(), column_count));
+  float* const columns = columns_scratch.data();
+  NPUFLOW_RETURN_IF_ERROR(run_linear(device, rows, pixels, weight, columns, context));
   if (check_overflow &&
-      std::any_of(columns.begin(), columns.end(), [](float v) { return std::isinf(v); }) &&
+      std::any_of(columns, columns + column_count, [](float v) { return std::isinf(v); }) &&
       std::all_of(x, x + s.ic * pixels, [](float v) { return std::isfinite(v); })) {
     return unsupported("the fp16 GEMM overflowed");
   }
@@ -264,23 +286,38 @@ Status ConvTranspose2d::gemm_scatter(Device& device, const PackedWeight& weight,
       conv_transpose_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y);
   const int64_t ow =
       conv_transpose_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x);
-  const int64_t row_width = s.oc * taps;
-  // Each output channel is written by one task: the scatter needs no synchronisation.
+  // The input columns whose every tap lands inside the output: no bounds checks there.
+  const int64_t reach = (s.kw - 1) * s.dil_x;
+  const int64_t inner_lo = std::min(iw, (s.pad_left + s.stride_x - 1) / s.stride_x);
+  const int64_t inner_hi =
+      std::max(inner_lo, std::min(iw, ow - 1 + s.pad_left - reach >= 0
+                                          ? (ow - 1 + s.pad_left - reach) / s.stride_x + 1
+                                          : 0));
+  // Each output channel is written by one task: the scatter needs no synchronisation. Pixels in
+  // order, each pixel's taps together: every column cache line read once.
   context.run(static_cast<size_t>(s.oc), [&](size_t task) {
     const auto o = static_cast<int64_t>(task);
     float* out = y + o * oh * ow;
     std::fill(out, out + oh * ow, bias_[task]);
     for (int64_t r = 0; r < ih; ++r) {
-      for (int64_t c = 0; c < iw; ++c) {
-        const float* column = columns.data() + (r * iw + c) * row_width + o * taps;
-        for (int64_t i = 0; i < s.kh; ++i) {
-          const int64_t oy = r * s.stride_y - s.pad_top + i * s.dil_y;
-          if (oy < 0 || oy >= oh) continue;
+      for (int64_t i = 0; i < s.kh; ++i) {
+        const int64_t oy = r * s.stride_y - s.pad_top + i * s.dil_y;
+        if (oy < 0 || oy >= oh) continue;
+        float* out_row = out + oy * ow - s.pad_left;
+        const float* tap = columns + r * iw * row_width + o * taps + i * s.kw;
+        auto scatter_checked = [&](int64_t c) {
           for (int64_t j = 0; j < s.kw; ++j) {
             const int64_t ox = c * s.stride_x - s.pad_left + j * s.dil_x;
-            if (ox >= 0 && ox < ow) out[oy * ow + ox] += column[i * s.kw + j];
+            if (ox >= 0 && ox < ow) out[oy * ow + ox] += tap[c * row_width + j];
           }
+        };
+        for (int64_t c = 0; c < inner_lo; ++c) scatter_checked(c);
+        for (int64_t c = inner_lo; c < inner_hi; ++c) {
+          float* to = out_row + c * s.stride_x;
+          const float* from = tap + c * row_width;
+          for (int64_t j = 0; j < s.kw; ++j) to[j * s.dil_x] += from[j];
         }
+        for (int64_t c = inner_hi; c < iw; ++c) scatter_checked(c);
       }
     }
   });

@@ -148,6 +148,18 @@ TEST(ConvTranspose2d, AFailedDeviceCallRerunsOnTheHostPath) {
   EXPECT_EQ(failing->counters().device_calls, 0);
 }
 
+TEST(ConvTranspose2d, AWeightTheDeviceCannotHoldRunsOnTheHostPath) {
+  Case c = random_case(21);
+  c.spec.stride_y = 2;  // the GEMM path, whose weight the device holds
+  sim::SimOptions options;
+  options.iova_bytes_per_fd = 64;  // no weight fits
+  auto full = make(c, std::make_shared<sim::SimDevice>(options));
+  auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+  EXPECT_EQ(run(*full, c), run(*host, c));
+  EXPECT_EQ(full->counters().device_calls, 0);
+  EXPECT_EQ(full->counters().fallback_calls, c.batch);
+}
+
 TEST(ConvTranspose2d, ValuesFp16CannotHoldRunOnTheHostPath) {
   Case c = random_case(5);
   auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
