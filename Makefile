@@ -190,7 +190,7 @@ clean:
 FIXTURES_DIR := tests/fixtures/vision
 FIXTURES_FULL_DIR ?= $(BUILD_DIR)/fixtures-full
 
-.PHONY: fixtures fixtures-full fixtures-unet faithfulness fixtures-matrix
+.PHONY: fixtures fixtures-full fixtures-unet fixtures-sam faithfulness fixtures-matrix
 fixtures:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py small $(FIXTURES_DIR)
 
@@ -200,6 +200,10 @@ fixtures-full:
 # The pix2pix-style U-Net generators of the ConvTranspose claim (issue #14), committed.
 fixtures-unet:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_unet.py tests/fixtures/conv
+
+# transformers' SamModel at a tiny random configuration (issue #14), committed.
+fixtures-sam:
+	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_sam.py tests/fixtures/sam
 
 # The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
 # DEVICE=sim for the simulator's table).

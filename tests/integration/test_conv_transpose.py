@@ -24,6 +24,7 @@ from conftest import CLI, ROOT, claimed, refusal_reasons
 from gates import agreement, assert_matches
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
+SAMS = ROOT / "tests" / "fixtures" / "sam"
 VISION = ROOT / "tests" / "fixtures" / "vision"
 DEVICES = ("host", "sim")
 
@@ -93,6 +94,56 @@ def test_depth_anything_dpt_head_conv_transposes_claimed_beside_the_encoder(sess
     [record] = conv_records(records)
     assert len(record["claims"]) == len(names), record["refusals"]
     assert any(r.get("matcher") == "vision" and r["claims"] for r in records)
+
+
+def sam_prompts(count: int = 5, seed: int = 4):
+    """`count` single-point prompts on one random image, and one two-point prompt (foreground and
+    background) beside them: the feeds of tools/fixtures/export_sam.py's tiny SAM."""
+    rng = np.random.default_rng(seed)
+    image = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+    feeds = [{"pixel_values": image,
+              "input_points": rng.uniform(0, 64, (1, 1, 1, 2)).astype(np.float32),
+              "input_labels": np.ones((1, 1, 1), np.int64)} for _ in range(count)]
+    feeds.append({"pixel_values": image,
+                  "input_points": rng.uniform(0, 64, (1, 1, 2, 2)).astype(np.float32),
+                  "input_labels": np.array([[[1, 0]]], np.int64)})
+    return feeds
+
+
+def mask_iou(a, b) -> float:
+    a, b = a > 0, b > 0
+    union = np.logical_or(a, b).sum()
+    return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_sam_mask_decoder_conv_transposes_and_masks_match_the_cpu_ep(sessions, exporter, device):
+    """SAM's mask decoder upscales its embedding by two 2x2 stride-2 ConvTransposes: both claimed
+    and gated per node, and the whole model's masks (prompt encoder and decoder on the CPU EP)
+    agree with the CPU EP's: IoU >= 0.999 over the prompts' masks together, and within a mask a
+    pixel may flip only where the CPU EP's logit is within 0.02 of the threshold (one pixel of
+    this fixture's 32x32 masks is 1e-3 of IoU, so a per-mask bar would measure the grid)."""
+    model, names = expose_conv_transposes(onnx.load(str(SAMS / f"sam_tiny_{exporter}.onnx")))
+    assert len(names) == 2
+    path = sessions.save(model)
+    feeds = sam_prompts()
+    records, _ = per_node_agreement(sessions, path, feeds, names, {}, device)
+    [record] = conv_records(records)
+    assert len(record["claims"]) == 2, record["refusals"]
+    cpu = sessions.cpu(path)
+    npu, _ = sessions.npuflow(path, options={"device": device})
+    refs, gots = [], []
+    for feed in feeds:
+        ref_iou, ref_masks = cpu.run(["iou_scores", "pred_masks"], feed)
+        got_iou, got_masks = npu.run(["iou_scores", "pred_masks"], feed)
+        flipped = (ref_masks > 0) != (got_masks > 0)
+        assert np.all(np.abs(ref_masks[flipped]) < 0.02), ref_masks[flipped]
+        assert_matches(ref_masks, got_masks, device, "SAM masks")
+        np.testing.assert_allclose(got_iou, ref_iou, rtol=1e-3, atol=1e-4)
+        refs.append(ref_masks)
+        gots.append(got_masks)
+    assert mask_iou(np.stack(refs), np.stack(gots)) >= 0.999
 
 
 def single_conv_transpose(rng, case: dict) -> onnx.ModelProto:
