@@ -352,3 +352,39 @@ def test_explain_lists_the_claimed_conv_transposes_and_the_refusals(tmp_path):
         assert result.returncode == 0, result.stderr
         assert expect in result.stdout, result.stdout
     assert "grouped" in result.stdout and "group=2" in result.stdout, result.stdout
+
+
+VERIFY_SUMMARY = re.compile(r"verify summary: (\d+) claimed nodes checked against the host "
+                            r"reference, (\d+) disabled, (\d+) later runs on the host reference")
+
+
+@pytest.mark.parametrize("corrupt,verify", [(True, False), (True, True), (False, True)])
+def test_verify_catches_a_miscomputing_device_on_every_conv_transpose(sessions, capfd, corrupt,
+                                                                      verify):
+    """`verify=1` checks each claimed ConvTranspose's first device run against the host and
+    disables a wrong one; without it, a device that silently miscomputes (sim_corrupt_every=1)
+    reaches the output, which shows the check is what keeps it out. SAM's transposes have no
+    padding, so the corrupted first GEMM element lands in the output (a padded node crops it)."""
+    model, names = expose_conv_transposes(onnx.load(str(SAMS / "sam_tiny_dynamo.onnx")))
+    path = sessions.save(model)
+    feeds = sam_prompts(1)[0]
+    options = {"device": "sim", "prof": "1", **({"sim_corrupt_every": "1"} if corrupt else {}),
+               **({"verify": "1"} if verify else {})}
+    cpu = sessions.cpu(path)
+    npu, records = sessions.npuflow(path, options=options)
+    assert claimed(conv_records(records)) == 2
+    ref = dict(zip(names, cpu.run(names, feeds)))
+    got = dict(zip(names, npu.run(names, feeds)))
+    del npu
+    gc.collect()
+    err = capfd.readouterr().err
+    worst = max(agreement(ref[n], got[n]).rel_l2 for n in names)
+    if corrupt and not verify:
+        assert worst > 1e-1, worst  # the corruption reaches the output
+        return
+    for name in names:
+        assert_matches(ref[name], got[name], "sim", name)
+    found = VERIFY_SUMMARY.findall(err)
+    assert len(found) == 1, err[-3000:]
+    checked, disabled, _ = map(int, found[0])
+    assert (checked, disabled) == (2, 2 if corrupt else 0), found
