@@ -75,6 +75,30 @@ const _Float16* as_half(const uint16_t* bits) {
   return reinterpret_cast<const _Float16*>(bits);
 }
 
+// The library's depthwise channel group (ROCKET_CONV_DW_GROUP's default): a depthwise call takes
+// C % 32 channels.
+constexpr int64_t kDepthwiseGroup = 32;
+
+// A depthwise call's operands with C padded to the channel group: zero planes in, zero filters,
+// the padded planes' outputs dropped. Sets *input, *weight and *out to what the library takes and
+// returns the padded channel count (C itself when no padding is needed).
+int64_t pad_depthwise(int64_t channels, int64_t in_plane, int64_t taps, int64_t out_plane,
+                      std::vector<uint16_t>& input_buffer, std::vector<uint16_t>& weight_buffer,
+                      std::vector<uint16_t>& out_buffer, const uint16_t** input,
+                      const uint16_t** weight, uint16_t** out) {
+  if (channels % kDepthwiseGroup == 0) return channels;
+  const int64_t padded = round_up(channels, kDepthwiseGroup);
+  input_buffer.assign(static_cast<size_t>(padded * in_plane), uint16_t{0});
+  std::copy(*input, *input + channels * in_plane, input_buffer.begin());
+  weight_buffer.assign(static_cast<size_t>(padded * taps), uint16_t{0});
+  std::copy(*weight, *weight + channels * taps, weight_buffer.begin());
+  out_buffer.resize(static_cast<size_t>(padded * out_plane));
+  *input = input_buffer.data();
+  *weight = weight_buffer.data();
+  *out = out_buffer.data();
+  return padded;
+}
+
 }  // namespace
 
 Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& context) {
@@ -89,6 +113,10 @@ Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& cont
                  ocp * oh * ow})) {
     return unsupported("conv2d beyond the library's int extents");
   }
+  if (call.depthwise && !fits_int({round_up(call.ic, kDepthwiseGroup) * call.ih * call.iw,
+                                   round_up(call.ic, kDepthwiseGroup) * oh * ow})) {
+    return unsupported("depthwise conv2d beyond the library's int extents");
+  }
   auto d = conv_desc<rocket_conv2d_desc>(call);
   d.oc = static_cast<int>(ocp);
   const RocketLibrary& lib = *state_->library;
@@ -97,8 +125,16 @@ Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& cont
       str_cat(call.ic, "x", call.ih, "x", call.iw, " -> ", call.oc, " kernel ", call.kh, "x",
               call.kw, call.depthwise ? " depthwise" : ""),
       [&](rocket_conv_ctx* ctx) {
+        const uint16_t* input = call.input;
         const uint16_t* weight = call.weight;
         uint16_t* out = call.out;
+        int64_t channels = call.ic;
+        if (call.depthwise) {
+          channels = pad_depthwise(call.ic, call.ih * call.iw, call.kh * call.kw, oh * ow,
+                                   state_->conv_input, state_->conv_weight, state_->conv_out,
+                                   &input, &weight, &out);
+          d.ic = d.oc = static_cast<int>(channels);
+        }
         if (pad) {
           uint16_t* padded = State::grown(state_->conv_weight, ocp * filter);
           std::copy(call.weight, call.weight + call.oc * filter, padded);
@@ -106,9 +142,9 @@ Status RocketDevice::conv2d_fp16(const Fp16Conv2d& call, const ExecContext& cont
           weight = padded;
           out = State::grown(state_->conv_out, ocp * oh * ow);
         }
-        const int code = lib.conv2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(weight),
+        const int code = lib.conv2d_fp16_ctx(ctx, &d, as_half(input), as_half(weight),
                                              reinterpret_cast<_Float16*>(out));
-        if (code == ROCKET_OK && pad) std::copy(out, out + call.oc * oh * ow, call.out);
+        if (code == ROCKET_OK && out != call.out) std::copy(out, out + call.oc * oh * ow, call.out);
         return code;
       });
 }
@@ -122,7 +158,12 @@ Status RocketDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
            call.oc * conv_transpose2d_output_height(call) * conv_transpose2d_output_width(call)})) {
     return unsupported("conv_transpose2d beyond the library's int extents");
   }
-  // The library zero-pads the direct form's OC and IC itself.
+  // The library zero-pads the direct form's OC and IC itself; a depthwise call's C is padded here.
+  const int64_t oh = conv_transpose2d_output_height(call), ow = conv_transpose2d_output_width(call);
+  if (call.depthwise && !fits_int({round_up(call.ic, kDepthwiseGroup) * call.ih * call.iw,
+                                   round_up(call.ic, kDepthwiseGroup) * oh * ow})) {
+    return unsupported("depthwise conv_transpose2d beyond the library's int extents");
+  }
   auto d = conv_desc<rocket_conv_transpose2d_desc>(call);
   d.opad_y = static_cast<int>(call.opad_y);
   d.opad_x = static_cast<int>(call.opad_x);
@@ -133,8 +174,19 @@ Status RocketDevice::conv_transpose2d_fp16(const Fp16ConvTranspose2d& call,
               call.kw, " stride ", call.stride_y, "x", call.stride_x,
               call.depthwise ? " depthwise" : ""),
       [&](rocket_conv_ctx* ctx) {
-        return lib.conv_transpose2d_fp16_ctx(ctx, &d, as_half(call.input), as_half(call.weight),
-                                             reinterpret_cast<_Float16*>(call.out));
+        const uint16_t* input = call.input;
+        const uint16_t* weight = call.weight;
+        uint16_t* out = call.out;
+        if (call.depthwise) {
+          const int64_t channels = pad_depthwise(call.ic, call.ih * call.iw, call.kh * call.kw,
+                                                 oh * ow, state_->conv_input, state_->conv_weight,
+                                                 state_->conv_out, &input, &weight, &out);
+          d.ic = d.oc = static_cast<int>(channels);
+        }
+        const int code = lib.conv_transpose2d_fp16_ctx(ctx, &d, as_half(input), as_half(weight),
+                                                       reinterpret_cast<_Float16*>(out));
+        if (code == ROCKET_OK && out != call.out) std::copy(out, out + call.oc * oh * ow, call.out);
+        return code;
       });
 }
 

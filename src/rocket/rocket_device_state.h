@@ -45,8 +45,9 @@ struct RocketDevice::State {
   std::tuple<std::vector<int8_t>, std::vector<uint16_t>> staged_rows;
   std::tuple<std::vector<int32_t>, std::vector<uint16_t>, std::vector<float>> output_rows;
   std::vector<float> scale_rows;
-  // A direct conv2d's filters and output padded to the library's OC multiple (under `mutex`).
-  std::vector<uint16_t> conv_weight, conv_out;
+  // A direct conv2d's filters and output padded to the library's OC multiple, a depthwise call's
+  // input, filters and output padded to its channel group (under `mutex`).
+  std::vector<uint16_t> conv_input, conv_weight, conv_out;
 
   ~State() {
     if (fp16_ctx != nullptr) library->ctx_free(fp16_ctx);
