@@ -201,10 +201,12 @@ def test_encoder_verify_without_corruption_disables_nothing(sessions, capfd):
 @pytest.mark.parametrize("model", ["depth_anything_dynamo.onnx"])
 def test_a_multi_exit_encoder_is_checked_over_every_output(sessions, capfd, model):
     # Depth Anything's claim has four exits (its neck taps); all of them are compared and all of
-    # them come from the reference once the node is disabled.
+    # them come from the reference once the node is disabled. Its head's ConvTranspose claims are
+    # verified on their own (test_conv_transpose.py): off here, so the summary is the encoder's.
     path = str(FIXTURES / model)
     cpu = sessions.cpu(path, level="all")
-    npu, records = sessions.npuflow(path, level="all", options={**SIM, **CORRUPT, **VERIFY})
+    npu, records = sessions.npuflow(path, level="all",
+                                    options={**SIM, **CORRUPT, **VERIFY, "conv_transpose": "0"})
     assert len(vision_claims(records)) == 1
     for seed in (0, 1):
         feed = pixels(path, seed=seed)
