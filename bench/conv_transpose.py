@@ -86,10 +86,12 @@ def main():
         out = 2 * size
         print(f"| {ic} | {oc} | {size}x{size} | {out}x{out} | {npuflow:.2f} | {cpu:.2f} | "
               f"{cpu / npuflow:.2f}x |")
-        k, n = ic * 16, oc
+        # In the claim's terms (graph/conv_transpose_matcher.cc, a strided node): the GEMM over
+        # the input's pixels, IC by OC KH KW, which the policy matches shapes by.
+        m, k, n = size * size, ic, oc * 16
         rows.append(dict(kind="conv_transpose", model=f"ConvTranspose {ic}->{oc} at {size}px",
-                         family="", tokens=0, hidden=0, rows=out * out, k=k, n=n,
-                         flops=2.0 * out * out * k * n, npuflow_ms=npuflow, cpu_ep_ms=cpu))
+                         family="", tokens=0, hidden=0, rows=m, k=k, n=n,
+                         flops=2.0 * m * k * n, npuflow_ms=npuflow, cpu_ep_ms=cpu))
     if args.write_costs:
         path = write_rows(None, {"conv_transpose"}, rows, args.threads,
                           "bench/conv_transpose.py --write-costs")
