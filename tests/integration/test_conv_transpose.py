@@ -11,6 +11,7 @@ batch and image size, up to and past the contract's edge."""
 from __future__ import annotations
 
 import gc
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -388,3 +389,31 @@ def test_verify_catches_a_miscomputing_device_on_every_conv_transpose(sessions, 
     assert len(found) == 1, err[-3000:]
     checked, disabled, _ = map(int, found[0])
     assert (checked, disabled) == (2, 2 if corrupt else 0), found
+
+
+def cost_table(tmp_path, rows) -> str:
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"machine": "test", "rows": [
+        {"kind": "conv_transpose", "model": f"measured {m}x{k}x{n}", "rows": m, "k": k, "n": n,
+         "flops": 2.0 * m * k * n, "npuflow_ms": npuflow_ms, "cpu_ep_ms": cpu_ep_ms}
+        for m, k, n, npuflow_ms, cpu_ep_ms in rows]}))
+    return str(path)
+
+
+def test_claim_faster_keeps_a_conv_transpose_only_where_its_nearest_measured_shape_was_faster(
+        sessions, tmp_path):
+    """claim=faster judges a ConvTranspose by the nearest measured shape in the claim's GEMM terms
+    (input pixels, IC, OC KH KW; bench/conv_transpose.py writes them): the base case's is
+    25 x 8 x 256. A faster row keeps it, a slower one or none declines it, with the reason."""
+    path = sessions.save(single_conv_transpose(np.random.default_rng(13), BASE))
+    near, far = (25, 8, 256), (4096, 512, 2048)
+    for rows, expected in (([(*near, 1.0, 2.0), (*far, 3.0, 1.0)], None),
+                           ([(*near, 3.0, 1.0), (*far, 1.0, 3.0)], "slower_than_cpu_ep"),
+                           ([], "no_measured_cost")):
+        _, records = sessions.npuflow(path, options={
+            "device": "host", "claim": "faster", "claim_costs": cost_table(tmp_path, rows)})
+        [record] = conv_records(records)
+        if expected is None:
+            assert len(record["claims"]) == 1, record["refusals"]
+        else:
+            assert not record["claims"] and refusal_reasons([record]) == [expected], record
