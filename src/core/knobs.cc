@@ -54,7 +54,8 @@ constexpr std::array kKnobs = {
     KnobSpec{"attention", "NPUFLOW_ATTENTION", KnobKind::kChoice, "auto", "auto|device|host",
              "Where a claimed encoder's attention runs when its projections run on an NPU "
              "(sim, rocket). device: on the NPU (librocketnpu's flash attention; a call it "
-             "refuses, such as a per-head bias, runs on the host); host: npuflow's fp32 host "
+             "refuses, such as a query row with every key masked, runs on the host); host: "
+             "npuflow's fp32 host "
              "kernels; auto: the device from the token count at which the board model prices "
              "it faster than the host (per-head submits make short sequences lose). Unused on "
              "the host device."},

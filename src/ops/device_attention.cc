@@ -23,9 +23,10 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
                         bool* expressible) {
   *expressible = false;
   const int64_t t = shape.tokens, d = shape.hidden, heads = shape.heads, hd = d / heads;
-  if (bias.data != nullptr && bias.head_stride != 0 && heads > 1) {
-    return unsupported("the attention bias differs per head (the device takes one mask)");
-  }
+  // The library takes one mask for all of a call's heads: a bias that differs per head runs as
+  // one call per head, each with its own mask.
+  const bool per_head = bias.data != nullptr && bias.head_stride != 0 && heads > 1;
+  const int64_t masks = per_head ? heads : 1;
   thread_local std::vector<uint16_t> q_buffer, k_buffer, v_buffer, mask_buffer, out_buffer;
   const auto operand_count = static_cast<size_t>(t * d);
   uint16_t* q = sized(q_buffer, operand_count);
@@ -47,33 +48,41 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
   if (!in_range) return unsupported("a q, k or v value is beyond fp16's range");
   uint16_t* mask = nullptr;
   if (bias.data != nullptr) {
-    mask = sized(mask_buffer, static_cast<size_t>(t * t));
-    for (int64_t i = 0; i < t; ++i) {
-      bool any_key = false;
-      for (int64_t j = 0; j < t; ++j) {
-        const float value = bias.data[i * bias.row_stride + j * bias.col_stride];
-        if (std::isnan(value)) return unsupported("the attention bias has a NaN");
-        const uint16_t half = float_to_half_bits(value);
-        mask[i * t + j] = half;
-        any_key |= half != kHalfMinusInfinity;
+    mask = sized(mask_buffer, static_cast<size_t>(masks * t * t));
+    for (int64_t h = 0; h < masks; ++h) {
+      const float* head_bias = bias.data + h * bias.head_stride;
+      for (int64_t i = 0; i < t; ++i) {
+        bool any_key = false;
+        for (int64_t j = 0; j < t; ++j) {
+          const float value = head_bias[i * bias.row_stride + j * bias.col_stride];
+          if (std::isnan(value)) return unsupported("the attention bias has a NaN");
+          const uint16_t half = float_to_half_bits(value);
+          mask[(h * t + i) * t + j] = half;
+          any_key |= half != kHalfMinusInfinity;
+        }
+        if (!any_key) return unsupported("a query row has every key masked");
       }
-      if (!any_key) return unsupported("a query row has every key masked");
     }
   }
   *expressible = true;
-  const Fp16Attention call{.tokens = t,
-                           .kv = t,
-                           .head_dim = hd,
-                           .dv = hd,
-                           .heads = heads,
-                           .kv_heads = heads,
-                           .scale = 1.0f,  // folded into q
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .mask = mask,
-                           .out = out};
-  NPUFLOW_RETURN_IF_ERROR(device.attention_fp16(call, context));
+  // Heads are contiguous blocks of q, k, v ([heads][t][hd], v [heads][hd][t]) and of out.
+  const int64_t call_heads = heads / masks;
+  for (int64_t h = 0; h < masks; ++h) {
+    const int64_t block = h * t * hd;
+    const Fp16Attention call{.tokens = t,
+                             .kv = t,
+                             .head_dim = hd,
+                             .dv = hd,
+                             .heads = call_heads,
+                             .kv_heads = call_heads,
+                             .scale = 1.0f,  // folded into q
+                             .q = q + block,
+                             .k = k + block,
+                             .v = v + block,
+                             .mask = mask ? mask + h * t * t : nullptr,
+                             .out = out + block};
+    NPUFLOW_RETURN_IF_ERROR(device.attention_fp16(call, context));
+  }
   for (int64_t row = 0; row < t; ++row) {
     float* dst = ctx + row * d;
     for (int64_t h = 0; h < heads; ++h) {

@@ -1,7 +1,8 @@
 // An encoder's self-attention on the device (Device::attention_fp16): one sequence's fp32
 // [q | k | v] rows laid out head-major in fp16, q multiplied by the scale first (so the unscaled
-// products of large activations cannot overflow fp16), a bias shared by every head given as the
-// fp16 mask, and the fp16 output widened into ctx.
+// products of large activations cannot overflow fp16), the bias given as the fp16 mask (one call
+// for all heads when they share it; one call per head, each with its own mask, when it differs
+// per head), and the fp16 output widened into ctx.
 #pragma once
 
 #include "core/parallel.h"
@@ -12,10 +13,10 @@
 namespace npuflow {
 
 // When the call cannot be expressed faithfully it returns kUnsupported without calling the device
-// and sets *expressible to false: a bias that differs per head, a query row whose every key is
-// masked in fp16 (the host decides what such a row gives: NaN, zeros or a uniform average), or an
-// operand beyond fp16's range. Otherwise *expressible is true and the status is the device's.
-// On any error the caller runs host_attention.
+// and sets *expressible to false: a query row whose every key is masked in fp16 (the host decides
+// what such a row gives: NaN, zeros or a uniform average), or an operand beyond fp16's range.
+// Otherwise *expressible is true and the status is the device's. On any error the caller runs
+// host_attention.
 Status device_attention(Device& device, const float* qkv, const AttentionShape& shape, float scale,
                         const AttentionBias& bias, float* ctx, const ExecContext& context,
                         bool* expressible);
