@@ -28,7 +28,7 @@ from fuzz_mutations import mutate
 from fuzz_oracle import (CRASH, ERROR, FAILURES, HANG, ILL_CONDITIONED, INVALID, MATCHING,
                          MISMATCH, REFUSED, SHAPE, UNJUDGED, UNREPRODUCIBLE)
 from fuzz_runner import run_jobs
-from fuzz_seeds import FIXTURES, ROOT, all_seeds
+from fuzz_seeds import ROOT, all_seeds, fixture_path
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 DEVICES = ("host", "sim")
@@ -218,7 +218,7 @@ def save_regression(record: dict, device: str, outcome: dict, model: onnx.ModelP
     meta = {k: record[k] for k in ("seed_model", "mutations", "level", "feeds", "feed_seed",
                                    "feed_kind")}
     meta["host_kernels"] = record.get("host_kernels", "auto")
-    fixture = FIXTURES / f"{record['seed_model']}.onnx"
+    fixture = fixture_path(f"{record['seed_model']}.onnx")
     if model.ByteSize() > MAX_REGRESSION_BYTES // 4 and fixture.exists():
         model = strip_unchanged(model, onnx.load(str(fixture)))
         meta["base"] = fixture.name

@@ -1,6 +1,6 @@
-"""The fuzzer's seed models: every committed vision fixture and QDQ models generated in-process
-from tools/qdq_models.py (nothing downloaded, nothing cached, so a fresh clone fuzzes the same
-seeds)."""
+"""The fuzzer's seed models: every committed vision fixture, the committed U-Net generators (the
+ConvTranspose claim) and QDQ models generated in-process from tools/qdq_models.py (nothing
+downloaded, nothing cached, so a fresh clone fuzzes the same seeds)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +13,14 @@ from onnx import TensorProto, helper
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "vision"
+CONV_FIXTURES = ROOT / "tests" / "fixtures" / "conv"
+
+
+def fixture_path(file: str) -> Path:
+    """A committed seed fixture by file name (a regression's `base`), in whichever seed folder
+    holds it."""
+    conv = CONV_FIXTURES / file
+    return conv if conv.exists() else FIXTURES / file
 
 import sys  # noqa: E402  (tools/ is not a package)
 
@@ -85,6 +93,9 @@ def all_seeds() -> tuple[Seed, ...]:
     seeds = []
     for path in sorted(FIXTURES.glob("*.onnx")):
         seeds.append(Seed(path.stem, (("batch", 1),), path.read_bytes()))
+    for path in sorted(CONV_FIXTURES.glob("*.onnx")):
+        seeds.append(Seed(path.stem, (("batch", 1), ("height", 32), ("width", 32)),
+                          path.read_bytes()))
     for name, model in qdq_models().items():
         # 32 rows reach the devices' integer paths (min_rows 16); 5 is a ragged count.
         for rows in (5, 32):

@@ -28,7 +28,7 @@ from fuzz import feed_spec, with_base
 from fuzz_child import cpu_ep_at, float64_reference, fp32_overflow, make_feeds
 from fuzz_oracle import MATCHING, MISMATCH, classify
 from fuzz_runner import run_jobs
-from fuzz_seeds import FIXTURES, all_seeds
+from fuzz_seeds import FIXTURES, all_seeds, fixture_path
 
 
 def conv_model(rng: random.Random):
@@ -189,7 +189,7 @@ def test_a_rescue_that_saves_a_fuzz_find_does_not_save_a_wrong_claim(case, rescu
     meta = json.loads((regressions / f"{case}.json").read_text())
     model = onnx.load(str(regressions / f"{case}.onnx"))
     if "base" in meta:
-        model = with_base(model, onnx.load(str(FIXTURES / meta["base"])))
+        model = with_base(model, onnx.load(str(fixture_path(meta["base"]))))
     onnx.save(model, str(tmp_path / "model.onnx"))
     outcomes = {}
     for corrupt in ("0", "1"):

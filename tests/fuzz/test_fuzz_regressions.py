@@ -14,7 +14,7 @@ import pytest
 from fuzz import HOST_KERNELS, with_base
 from fuzz_oracle import MATCHING, REFUSED, UNREPRODUCIBLE
 from fuzz_runner import run_jobs
-from fuzz_seeds import FIXTURES
+from fuzz_seeds import fixture_path
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 CASES = sorted(p.stem for p in REGRESSIONS.glob("*.json"))
@@ -34,7 +34,7 @@ def test_saved_regression_is_refused_or_matches(case, kernels, tmp_path):
     if "base" in meta:  # stored without the initializers it shares with a committed fixture
         model = tmp_path / "model.onnx"
         onnx.save(with_base(onnx.load(str(REGRESSIONS / f"{case}.onnx")),
-                            onnx.load(str(FIXTURES / meta["base"]))), str(model))
+                            onnx.load(str(fixture_path(meta["base"])))), str(model))
     job = {"id": 0, "model": str(model), "level": meta["level"],
            "feeds": meta["feeds"], "feed_seed": meta["feed_seed"], "feed_kind": meta["feed_kind"],
            "run_on": ["host", "sim"], "host_kernels": kernels,
