@@ -35,6 +35,8 @@ class NpuflowEp : public OrtEp {
 
   Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  Status compile_qdq(const GraphView& view, const QdqMatMulClaim& claim, const OrtNode* fused_node,
+                     OrtNodeComputeInfo** out);
   Status compile_integer(const GraphView& view, const IntegerMatMulClaim& claim,
                          const OrtNode* fused_node, OrtNodeComputeInfo** out);
   Status compile_program(const GraphView& view, const TensorProgram& program,
