@@ -14,7 +14,7 @@ DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
-        test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim
+        test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all
 
 all: build
 
@@ -163,6 +163,12 @@ bench-encoders: build
 # device=auto and at device=host (default claim policy), side by side (bench/llama_bench.sh).
 bench-ggml: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
+
+# Every test-backend-ops FLASH_ATTN_EXT case on host and sim (make test runs those up to 1024
+# keys; the 2K-8K key cases add minutes on two cores).
+test-ggml-fa-all: build
+	NPUFLOW_TEST_FA_ALL=1 NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
+	  tests/integration/test_ggml_flash_attn.py -k backend_ops
 
 # `npuflow plan` beside every published RK3588 figure (docs/simulator.md, "Validation against the
 # boards"): real-size models exported once into the bench cache. --fit re-solves the two fitted

@@ -102,10 +102,15 @@ constexpr std::array kKnobs = {
              "ggml backend is freed, its counters (MUL_MATs run, M histogram, resident weights)."},
     KnobSpec{"min_m", "NPUFLOW_MIN_M", KnobKind::kInt, "128", "1..1048576",
              "ggml backend: a MUL_MAT with an F32/F16/BF16 weight runs on NPUFLOW only with at "
-             "least this many activation rows; fewer (decode) stay on the CPU backend."},
+             "least this many activation rows, and a FLASH_ATTN_EXT with this many query rows; "
+             "fewer (decode) stay on the CPU backend."},
     KnobSpec{"min_m_quant", "NPUFLOW_MIN_M_QUANT", KnobKind::kInt, "128", "1..1048576",
              "ggml backend: the same threshold for quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, "
              "Q5_K, Q6_K), which are dequantized once and stay resident."},
+    KnobSpec{"fa_min_kv", "NPUFLOW_FA_MIN_KV", KnobKind::kInt, "1024", "1..1048576",
+             "ggml backend: a FLASH_ATTN_EXT runs on NPUFLOW only with at least this many keys "
+             "(n_kv) and min_m query rows, and only with claim=all (or on an NPU); shorter "
+             "contexts stay on the CPU backend, where the device's per-call cost outweighs it."},
     KnobSpec{"cache_mb", "NPUFLOW_CACHE_MB", KnobKind::kInt, "0", "0..16777216",
              "ggml backend: budget in MiB for resident (dequantized, packed) weights; least "
              "recently used ones are dropped beyond it. 0 means no limit."},

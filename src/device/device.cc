@@ -1,6 +1,7 @@
 #include "device/device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/strings.h"
@@ -21,6 +22,10 @@ Status check_attention_call(const Fp16Attention& call) {
   }
   if (call.q == nullptr || call.k == nullptr || call.v == nullptr || call.out == nullptr) {
     return invalid_argument("attention needs q, k, v and out");
+  }
+  if (!std::isfinite(call.softcap) || call.softcap < 0.0f) {
+    return invalid_argument(
+        str_cat("attention soft-cap ", call.softcap, " is not a finite value >= 0"));
   }
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 // runs the same primitive on the host device (DESIGN.md principles 3 and 5).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -59,6 +60,9 @@ using Int32BlockSink = std::function<void(int64_t row, int64_t col, int64_t rows
 // every array dense, binary16 bit patterns). For query head h and its kv head h / (heads /
 // kv_heads):
 //   S = scale * Q_h K_kv^T + mask;  P = softmax(S) over the keys;  out_h = P V_kv
+// With softcap > 0 (Gemma 2's logit soft-cap, as ggml's FLASH_ATTN_EXT and librocketnpu define
+// it) the scaled scores are capped before the mask: S = softcap * tanh(scale Q_h K_kv^T / softcap)
+// + mask.
 // q: [heads][tokens][head_dim]; k: [kv_heads][kv][head_dim]; v: [kv_heads][dv][kv] (transposed);
 // mask: [tokens][kv] additive, shared by every head (nullptr: none); out: [heads][tokens][dv].
 // A query row whose scores are all -inf gets zeros.
@@ -70,11 +74,19 @@ struct Fp16Attention {
   const uint16_t* v = nullptr;
   const uint16_t* mask = nullptr;
   uint16_t* out = nullptr;
+  float softcap = 0.0f;  // 0: none
 };
 
 // invalid_argument for a call no device could take (empty shapes, null operands, heads not a
-// multiple of kv_heads); OK otherwise.
+// multiple of kv_heads, a soft-cap that is negative or not finite); OK otherwise.
 Status check_attention_call(const Fp16Attention& call);
+
+// One raw score (the unscaled Q K^T dot product) scaled, and capped where the call has a soft-cap:
+// the step every device's attention shares before the mask is added.
+inline float scaled_attention_score(const Fp16Attention& call, float dot) {
+  const float scaled = call.scale * dot;
+  return call.softcap > 0.0f ? call.softcap * std::tanh(scaled / call.softcap) : scaled;
+}
 
 // One 2-D convolution in fp16 (batch 1), in librocketnpu's layout (rocket_conv.h), every array
 // dense and row-major, binary16 bit patterns:

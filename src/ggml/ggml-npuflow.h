@@ -26,6 +26,10 @@ struct ggml_npuflow_stats {
   // Of the no answers, those for a MUL_MAT the routing rules accept that the offload policy
   // declined: NPUFLOW idle (device=auto without an NPU), or claim=faster's costs say slower.
   int64_t supports_mul_mat_declined;
+  int64_t flash_attn;                // FLASH_ATTN_EXT nodes computed by NPUFLOW
+  int64_t flash_attn_host_fallback;  // of those, with a call run on the host reference
+  int64_t supports_flash_attn_yes;   // supports_op answers for FLASH_ATTN_EXT
+  int64_t supports_flash_attn_no;
 };
 
 typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);
@@ -33,8 +37,8 @@ typedef void (*ggml_npuflow_reset_stats_t)(void);
 
 // Tests only ("ggml_backend_npuflow_inject_fault"): makes a callback throw until disarmed, to
 // check that the module answers cleanly. point: "supports_op", "device_compute" (a MUL_MAT's
-// device step, thrown from its parallel weight preparation), "graph_compute", or NULL / "" to
-// disarm. Returns 0, or -1 for an unknown point.
+// device step, thrown from its parallel weight preparation, or a FLASH_ATTN_EXT's device call),
+// "graph_compute", or NULL / "" to disarm. Returns 0, or -1 for an unknown point.
 typedef int (*ggml_npuflow_inject_fault_t)(const char* point);
 
 // Tests only, for claim=faster: "ggml_backend_npuflow_cost_identity" returns the identity a cost

@@ -3,7 +3,8 @@
 // the prefill MUL_MATs (activation rows >= min_m) whose weights it can keep resident on the
 // device chosen by the `device` knob, as far as the offload policy lets it (device=auto without an
 // NPU: none; on host: only where measured not slower than the CPU backend; see
-// ggml_offload_policy.h); everything else, decode included, stays on the CPU.
+// ggml_offload_policy.h), and the prefill FLASH_ATTN_EXTs from fa_min_kv keys (claim=all only:
+// no cost is measured for them); everything else, decode included, stays on the CPU.
 #include <omp.h>
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include "ggml/ggml-npuflow.h"
 #include "ggml/ggml_cost_probe.h"
 #include "ggml/ggml_fault.h"
+#include "ggml/ggml_flash_attn.h"
 #include "ggml/ggml_guard.h"
 #include "ggml/ggml_matmul.h"
 #include "ggml/ggml_offload_policy.h"
@@ -37,6 +39,7 @@ struct RegContext {
   Logger logger;
   std::unique_ptr<Device> device;
   MatmulRouting routing;
+  FlashAttentionRouting attention_routing;
   std::unique_ptr<OffloadPolicy> policy;
   std::string description;
   bool report = false;  // print each backend's summary when it is freed
@@ -70,8 +73,10 @@ void guarded_void(const char* callback, Body&& body) noexcept {
 struct BackendContext {
   explicit BackendContext(RegContext& reg)
       : engine(*reg.device, reg.logger,
-               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024) {}
+               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024),
+        attention(*reg.device, reg.logger) {}
   MatmulEngine engine;
+  FlashAttnEngine attention;
   int n_threads = 0;  // 0: the `threads` knob, else one per core
 };
 
@@ -96,7 +101,7 @@ void backend_free(ggml_backend_t backend) {
       // One write, so that llama.cpp's own log thread cannot split the block.
       std::string block =
           str_cat("npuflow: NPUFLOW backend (", idle ? "idle" : g_reg->device->name(),
-                  ") stats: ", ctx->engine.summary(), "\n");
+                  ") stats: ", ctx->engine.summary(), ctx->attention.summary(), "\n");
       for (const std::string& line : g_reg->policy->summary()) {
         block += str_cat("npuflow: ", line, "\n");
       }
@@ -148,6 +153,14 @@ ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
     switch (node->op) {
       case GGML_OP_MUL_MAT: {
         Status status = ctx->engine.compute(node, exec);
+        if (!status.is_ok()) {
+          g_reg->logger.error(str_cat("", status.to_string()));
+          return GGML_STATUS_FAILED;
+        }
+        break;
+      }
+      case GGML_OP_FLASH_ATTN_EXT: {
+        Status status = ctx->attention.compute(node, exec);
         if (!status.is_ok()) {
           g_reg->logger.error(str_cat("", status.to_string()));
           return GGML_STATUS_FAILED;
@@ -304,6 +317,24 @@ bool supports_op(const ggml_tensor* op) {
       }
       return take;
     }
+    case GGML_OP_FLASH_ATTN_EXT: {
+      throw_if_injected(FaultPoint::kSupportsOp);
+      const FlashAttentionCandidate candidate = describe_flash_attn(op);
+      const RouteVerdict verdict = route_flash_attention(candidate, g_reg->attention_routing);
+      // claim=faster measures MUL_MATs only: attention is taken where every claim is (claim=all).
+      const bool take = verdict.accept && g_reg->policy->mode() == OffloadMode::kAll;
+      counters().count_supports_flash_attn(take);
+      if (g_reg->logger.enabled(LogLevel::kTrace)) {
+        const std::string answer =
+            take             ? std::string("yes")
+            : verdict.accept ? str_cat("declined (", offload_mode_name(g_reg->policy->mode()),
+                                       ": no cost is measured for attention)")
+                             : std::string(verdict.reason);
+        g_reg->logger.trace(str_cat("supports_op FLASH_ATTN_EXT '", op->name, "' ",
+                                    describe(candidate), " -> ", answer));
+      }
+      return take;
+    }
     default:
       return false;
   }
@@ -415,6 +446,8 @@ RegContext* create_reg_context() {
   ctx->device = std::move(device.value().device);
   ctx->routing.min_m = ctx->knobs.integer("min_m");
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
+  ctx->attention_routing.min_kv = ctx->knobs.integer("fa_min_kv");
+  ctx->attention_routing.min_tokens = ctx->routing.min_m;
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
   // device=auto resolving to the host means no usable NPU: the CPU backend already is the host.
   const bool idle = ctx->knobs.text("device") == "auto" && ctx->device->name() == "host";
@@ -439,9 +472,11 @@ RegContext* create_reg_context() {
   }
   ctx->logger.info(device.value().reason);
   ctx->description = str_cat("npuflow ", NPUFLOW_VERSION, " on ", ctx->device->description());
-  ctx->logger.info(str_cat("NPUFLOW device ready: ", ctx->description, "; MUL_MAT offload from M>=",
-                           ctx->routing.min_m, " (float weights), M>=", ctx->routing.min_m_quant,
-                           " (quantized); claim=", offload_mode_name(mode)));
+  ctx->logger.info(str_cat(
+      "NPUFLOW device ready: ", ctx->description, "; MUL_MAT offload from M>=", ctx->routing.min_m,
+      " (float weights), M>=", ctx->routing.min_m_quant, " (quantized); FLASH_ATTN_EXT from n_kv>=",
+      ctx->attention_routing.min_kv, " and ", ctx->attention_routing.min_tokens, " query rows",
+      mode == OffloadMode::kAll ? "" : " (claim=all only)", "; claim=", offload_mode_name(mode)));
   return ctx.release();
 }
 

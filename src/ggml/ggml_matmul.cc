@@ -94,6 +94,17 @@ void Counters::count_supports(bool yes, bool declined) {
   if (declined) stats_.supports_mul_mat_declined++;
 }
 
+void Counters::count_flash_attn(bool fallback) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.flash_attn++;
+  if (fallback) stats_.flash_attn_host_fallback++;
+}
+
+void Counters::count_supports_flash_attn(bool yes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (yes ? stats_.supports_flash_attn_yes : stats_.supports_flash_attn_no)++;
+}
+
 ggml_npuflow_stats Counters::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

@@ -28,6 +28,8 @@ class Counters {
   void count_weight(bool packed, bool repacked);
   // declined: the routing rules accepted it and the offload policy did not.
   void count_supports(bool yes, bool declined);
+  void count_flash_attn(bool fallback);
+  void count_supports_flash_attn(bool yes);
   ggml_npuflow_stats snapshot() const;
   void reset();
 

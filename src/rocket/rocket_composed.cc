@@ -29,7 +29,7 @@ Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext
       return lib.flash_attn_fp16_ctx(
           state_->attention_ctx, static_cast<int>(call.tokens), static_cast<int>(call.kv),
           static_cast<int>(call.head_dim), static_cast<int>(call.dv), static_cast<int>(call.heads),
-          static_cast<int>(call.kv_heads), call.scale, 0.0f, half(call.q), half(call.k),
+          static_cast<int>(call.kv_heads), call.scale, call.softcap, half(call.q), half(call.k),
           half(call.v), call.mask != nullptr ? half(call.mask) : nullptr,
           reinterpret_cast<_Float16*>(call.out));
     });

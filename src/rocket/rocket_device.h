@@ -20,7 +20,7 @@
 // - int4 (N%64) and group-wise weights: N zero-padded with zero scales; a group-wise K is the
 //   caller's (a multiple of its group, which the library checks).
 // - Attention: the caller's pre-scaled fp16 Q, K and transposed V go to the library as they are
-//   (Fp16Attention is the library's layout); softcap is 0.
+//   (Fp16Attention is the library's layout), the soft-cap too.
 // - Convolution: Fp16Conv2d / Fp16ConvTranspose2d are the library's layouts and go to it as they
 //   are, on one rocket_conv_ctx over one fd this device opens (rocket_open) on first use and
 //   closes at the end. A direct conv2d's OC is padded to 16 with zero filters and its output

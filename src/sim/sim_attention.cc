@@ -56,7 +56,7 @@ void flash_attention(const Fp16Attention& call, const ExecContext& context) {
     for (int64_t i = 0; i < t; ++i) {
       float max = kMinusInfinity;
       for (int64_t j = 0; j < kv; ++j) {
-        float s = call.scale * half_bits_to_float(scores[i * kv + j]);
+        float s = scaled_attention_score(call, half_bits_to_float(scores[i * kv + j]));
         if (call.mask != nullptr) s += half_bits_to_float(call.mask[i * kv + j]);
         row[j] = s;
         max = std::max(max, s);

@@ -2,7 +2,8 @@
 // shared/reference/rk3588-npu.md §2 "Composed ops"), per query head:
 //   S = Q K^T on the NPU: fp16 operands, each K tile rounded to fp16 and summed on the host in
 //       fp32 (the chained mm_batch path accumulates on the host), S rounded to fp16;
-//   host softmax in fp32 over scale * S + mask: exp(s - max) stored as fp16, scaled by 1 / sum
+//   host softmax in fp32 over scale * S (soft-capped where the call has a cap) + mask: exp(s - max)
+//   stored as fp16, scaled by 1 / sum
 //       and stored as fp16 again (two roundings), a row of -inf scores giving zeros;
 //   out = P V on the NPU with the same accumulation, rounded to fp16.
 // Padding rows to %4 and keys to %32 (pad keys score -inf) changes nothing, so none is done.

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
@@ -429,7 +430,7 @@ AttentionOperands attention_operands(int64_t t, int64_t kv, int64_t hd, int64_t 
   return o;
 }
 
-// The definition in double; a row whose scores are all -inf gives zeros.
+// The definition in double (the soft-cap included); a row whose scores are all -inf gives zeros.
 std::vector<double> attention_reference(const Fp16Attention& c) {
   std::vector<double> out(static_cast<size_t>(c.heads * c.tokens * c.dv), 0.0);
   const int64_t group = c.heads / c.kv_heads;
@@ -444,7 +445,9 @@ std::vector<double> attention_reference(const Fp16Attention& c) {
           dot += double(half_bits_to_float(c.q[(h * c.tokens + i) * c.head_dim + d])) *
                  half_bits_to_float(c.k[(g * c.kv + j) * c.head_dim + d]);
         }
-        s[j] = c.scale * dot + (c.mask ? half_bits_to_float(c.mask[i * c.kv + j]) : 0.0);
+        double scaled = c.scale * dot;
+        if (c.softcap > 0) scaled = c.softcap * std::tanh(scaled / c.softcap);
+        s[j] = scaled + (c.mask ? half_bits_to_float(c.mask[i * c.kv + j]) : 0.0);
         max = std::max(max, s[j]);
       }
       if (max == -INFINITY) continue;
@@ -462,8 +465,9 @@ std::vector<double> attention_reference(const Fp16Attention& c) {
 }
 
 // Attention is optional: a device that offers it is within the fp16 bound of the definition
-// over a grid of tokens, keys, head sizes, grouped-query heads and masks (fully masked rows
-// give zeros); one that does not refuses every call with kUnsupported.
+// over a grid of tokens, keys, head sizes, grouped-query heads, masks (fully masked rows give
+// zeros) and soft-caps (0.5 caps most scores here); one that does not refuses every call with
+// kUnsupported.
 TEST_P(Conformance, AttentionIsWithinTheFp16BoundOrRefused) {
   struct HeadShape {
     int64_t head_dim, dv, heads, kv_heads;
@@ -474,11 +478,15 @@ TEST_P(Conformance, AttentionIsWithinTheFp16BoundOrRefused) {
   for (int64_t t : {1, 4, 7, 64}) {
     for (int64_t kv : {1, 33, 100}) {
       for (const HeadShape& hs : head_shapes) {
-        for (bool masked : {false, true}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool masked = variant % 2 == 1;
+          const float softcap = variant / 2 == 1 ? 0.5f : 0.0f;
           SCOPED_TRACE(str_cat("t=", t, " kv=", kv, " hd=", hs.head_dim, " dv=", hs.dv,
-                               " heads=", hs.heads, "/", hs.kv_heads, " masked=", masked));
+                               " heads=", hs.heads, "/", hs.kv_heads, " masked=", masked,
+                               " softcap=", softcap));
           AttentionOperands o = attention_operands(t, kv, hs.head_dim, hs.dv, hs.heads, hs.kv_heads,
                                                    masked, seed += 10);
+          o.call.softcap = softcap;
           const Status status = device_->attention_fp16(o.call, {});
           if (!offered) offered = status.is_ok();
           if (!*offered) {
@@ -525,6 +533,11 @@ TEST_P(Conformance, AttentionRefusesOutsideItsContract) {
   AttentionOperands empty = attention_operands(8, 8, 32, 32, 1, 1, false, 7);
   empty.call.tokens = 0;
   EXPECT_EQ(device_->attention_fp16(empty.call, {}).code(), StatusCode::kInvalidArgument);
+  for (float softcap : {-1.0f, std::numeric_limits<float>::infinity()}) {
+    AttentionOperands capped = attention_operands(8, 8, 32, 32, 1, 1, false, 7);
+    capped.call.softcap = softcap;
+    EXPECT_EQ(device_->attention_fp16(capped.call, {}).code(), StatusCode::kInvalidArgument);
+  }
   for (auto [hd, dv] : {std::pair<int64_t, int64_t>{40, 32}, {32, 24}}) {
     AttentionOperands odd = attention_operands(8, 8, hd, dv, 2, 2, false, 8);
     const Status status = device_->attention_fp16(odd.call, {});

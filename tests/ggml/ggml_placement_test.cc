@@ -143,7 +143,7 @@ TEST_F(Placement, ActivationAndWeightStructure) {
   EXPECT_FALSE(supports(hinted));
 }
 
-TEST_F(Placement, OnlyViewsAndMatmulsAreClaimed) {
+TEST_F(Placement, OnlyViewsMatmulsAndPrefillAttentionAreClaimed) {
   ggml_tensor* a = acts(576, 512);
   ggml_tensor* b = acts(576, 512);
   EXPECT_TRUE(supports(a)) << "NONE";
@@ -161,10 +161,19 @@ TEST_F(Placement, OnlyViewsAndMatmulsAreClaimed) {
   EXPECT_FALSE(supports(ggml_cont(ctx_, ggml_transpose(ctx_, a))));
   ggml_tensor* ids = ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, 512);
   EXPECT_FALSE(supports(ggml_get_rows(ctx_, weight(GGML_TYPE_Q4_1, 576, 4096), ids)));
-  ggml_tensor* q = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 64, 512, 9);
-  ggml_tensor* k = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 64, 1024, 3);
-  ggml_tensor* v = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 64, 1024, 3);
-  EXPECT_FALSE(supports(ggml_flash_attn_ext(ctx_, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)));
+  // Flash attention from 1024 keys (fa_min_kv) and min_m query rows; no ALiBi, F16 K/V only.
+  const auto attention = [&](int64_t tokens, int64_t kv, ggml_type kv_type, float max_bias) {
+    ggml_tensor* q = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 64, tokens, 9);
+    ggml_tensor* k = ggml_new_tensor_3d(ctx_, kv_type, 64, kv, 3);
+    ggml_tensor* v = ggml_new_tensor_3d(ctx_, kv_type, 64, kv, 3);
+    ggml_tensor* mask = ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, kv, tokens);
+    return ggml_flash_attn_ext(ctx_, q, k, v, mask, 0.125f, max_bias, 0.0f);
+  };
+  EXPECT_TRUE(supports(attention(min_m_, 1024, GGML_TYPE_F16, 0.0f)));
+  EXPECT_FALSE(supports(attention(min_m_ - 1, 1024, GGML_TYPE_F16, 0.0f))) << "decode";
+  EXPECT_FALSE(supports(attention(512, 1023, GGML_TYPE_F16, 0.0f))) << "short context";
+  EXPECT_FALSE(supports(attention(512, 1024, GGML_TYPE_Q8_0, 0.0f))) << "quantized KV cache";
+  EXPECT_FALSE(supports(attention(512, 1024, GGML_TYPE_F16, 8.0f))) << "ALiBi";
   ggml_tensor* experts = ggml_new_tensor_3d(ctx_, GGML_TYPE_Q4_0, 576, 1536, 8);
   ggml_tensor* expert_ids = ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, 512);
   ggml_tensor* xe = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, 512);
@@ -191,6 +200,10 @@ std::vector<ggml_tensor*> offered_ops(ggml_context* ctx) {
   ops.push_back(ggml_view_1d(ctx, a, 64, 0));
   ops.push_back(ggml_transpose(ctx, a));
   ops.push_back(ggml_add(ctx, a, a));
+  ops.push_back(ggml_flash_attn_ext(ctx, ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 64, 512, 9),
+                                    ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 4096, 3),
+                                    ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 4096, 3), nullptr,
+                                    0.125f, 0.0f, 0.0f));
   return ops;
 }
 
@@ -223,6 +236,8 @@ TEST_F(OffBoard, AutoWithoutAnNpuRegistersTheDeviceAndTakesNoOp) {
   ggml_free(ctx);
   const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
   EXPECT_EQ(after.supports_mul_mat_yes, before.supports_mul_mat_yes);
+  EXPECT_EQ(after.supports_flash_attn_yes, before.supports_flash_attn_yes);
+  EXPECT_EQ(after.supports_flash_attn_no - before.supports_flash_attn_no, 1);
   // Every MUL_MAT the routing rules accept was declined by the idle policy, not by the rules.
   EXPECT_EQ(after.supports_mul_mat_declined - before.supports_mul_mat_declined, matmuls);
   EXPECT_EQ(after.mul_mat, 0);

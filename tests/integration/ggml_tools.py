@@ -65,7 +65,8 @@ def run(args, backend: bool, env: dict | None = None, timeout: int = 900):
 
 
 STATS = re.compile(r"npuflow: NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) host_fallback=(\d+) "
-                   r"m_hist=\{([^}]*)\} weights_packed=(\d+) repacked=(\d+)")
+                   r"m_hist=\{([^}]*)\} weights_packed=(\d+) repacked=(\d+) .*? "
+                   r"flash_attn=(\d+) flash_attn_fallback=(\d+)")
 
 
 class Counters:
@@ -79,6 +80,8 @@ class Counters:
         self.fallback = sum(int(x[2]) for x in self.lines)
         self.packed = sum(int(x[4]) for x in self.lines)
         self.repacked = sum(int(x[5]) for x in self.lines)
+        self.flash_attn = sum(int(x[6]) for x in self.lines)
+        self.flash_attn_fallback = sum(int(x[7]) for x in self.lines)
         self.m_hist: dict[int, int] = {}
         for line in self.lines:
             for item in filter(None, line[3].split(",")):
@@ -87,7 +90,8 @@ class Counters:
 
     def __repr__(self):
         return (f"Counters(device={self.device}, mul_mat={self.mul_mat}, fallback={self.fallback}, "
-                f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked})")
+                f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked}, "
+                f"flash_attn={self.flash_attn}, flash_attn_fallback={self.flash_attn_fallback})")
 
 
 DECISION = re.compile(r"npuflow:   (took|declined as slower|declined unmeasured) (\w+) K=(\d+) "

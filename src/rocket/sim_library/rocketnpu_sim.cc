@@ -406,10 +406,6 @@ ROCKETSIM_EXPORT int rocket_flash_attn_fp16_ctx(rocket_fa_ctx* c, int n_tokens, 
                                                 const _Float16* mask, _Float16* out) {
   last_error.clear();
   if (c == nullptr) return ROCKET_E_SHAPE;
-  if (softcap != 0.0f) {
-    last_error = "the simulator has no attention soft-cap";
-    return ROCKET_E_UNSUPPORTED;
-  }
   CallGuard guard(c->context);
   if (!guard.entered()) return ROCKET_E_DEVICE;
   const auto bits = [](const _Float16* half) { return reinterpret_cast<const uint16_t*>(half); };
@@ -424,7 +420,8 @@ ROCKETSIM_EXPORT int rocket_flash_attn_fp16_ctx(rocket_fa_ctx* c, int n_tokens, 
                                     .k = bits(K),
                                     .v = bits(V),
                                     .mask = bits(mask),
-                                    .out = reinterpret_cast<uint16_t*>(out)};
+                                    .out = reinterpret_cast<uint16_t*>(out),
+                                    .softcap = softcap};
   return code_of(c->context.device->attention_fp16(call, lent_context()));
 }
 

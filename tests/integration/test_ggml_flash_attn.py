@@ -1,0 +1,103 @@
+"""FLASH_ATTN_EXT on NPUFLOW: llama.cpp's own test-backend-ops cases on the host and sim devices
+(every case NPUFLOW takes must match the CPU backend, and the ones it must refuse are refused),
+and the perplexity of a 4K context with -fa on against the CPU backend's, with the counters
+showing the long-context attention ran on NPUFLOW."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from ggml_tools import HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters, run, tool
+
+CASE = re.compile(r"^\s+FLASH_ATTN_EXT\((.*?)\): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
+# make test runs every case up to 1024 keys (about 750 on each device); `make test-ggml-fa-all`
+# sets NPUFLOW_TEST_FA_ALL=1 for all of them (the 2K-8K key cases add minutes on two cores).
+CASES = None if os.environ.get("NPUFLOW_TEST_FA_ALL") == "1" else "kv=(113|512|1024),"
+
+
+def params(case: str) -> dict[str, str]:
+    return dict(re.findall(r"(\w+)=(\[[^\]]*\]|[^,]+)", case))
+
+
+@pytest.mark.parametrize("device", ["host", "sim"])
+def test_backend_ops_flash_attn_passes_and_runs_on_npuflow(device):
+    # Thresholds at 1 so the suite's small shapes reach the device; the contract still applies.
+    args = [tool("test-backend-ops"), "test", "-b", "NPUFLOW", "-o", "FLASH_ATTN_EXT"]
+    if CASES:
+        args += ["-p", CASES]
+    result = run(args, backend=True,
+                 env={"NPUFLOW_DEVICE": device, "NPUFLOW_CLAIM": "all", "NPUFLOW_MIN_M": "1",
+                      "NPUFLOW_FA_MIN_KV": "1"})
+    out = result.stdout + result.stderr
+    cases = [(params(c), status) for line in out.splitlines() if (m := CASE.match(line))
+             for c, status in [m.groups()]]
+    ok = [p for p, status in cases if status == "OK"]
+    failed = [p for p, status in cases if status == "FAIL"]
+    assert cases, "test-backend-ops listed no FLASH_ATTN_EXT case"
+    assert not failed, f"{len(failed)} FLASH_ATTN_EXT cases failed on {device}, e.g. {failed[:2]}"
+    counters = Counters(out)
+    print(f"test-backend-ops FLASH_ATTN_EXT on {device}: {len(ok)} executed on NPUFLOW and "
+          f"passed, {len(cases) - len(ok)} not supported; {counters}")
+    # Each executed case ran its one node on the device, never on the fallback.
+    assert counters.flash_attn == len(ok) > 0
+    assert counters.flash_attn_fallback == 0
+    # What was taken covers the claim: grouped-query heads, no mask, the soft-cap, permuted
+    # tensors, more than one sequence, a single query row, different key and value head sizes.
+    assert any(p["nr23"].startswith("[4,") for p in ok)
+    assert any(p["mask"] == "0" for p in ok)
+    assert any(float(p["logit_softcap"]) > 0 for p in ok)
+    assert any(p["permute"] != "[0,1,2,3]" for p in ok)
+    assert any(p["nr23"].endswith(",3]") for p in ok)
+    assert any(p["nb"] == "1" for p in ok)
+    assert any(p["hsk"] != p["hsv"] for p in ok)
+    # ... and nothing outside it: fp16 K/V only, no ALiBi, no sinks, the contract's head sizes.
+    for p in ok:
+        assert p["type_K"] == p["type_V"] == "f16", p
+        assert float(p["max_bias"]) == 0 and p["sinks"] == "0", p
+        assert int(p["hsk"]) % 32 == 0 and int(p["hsv"]) % 16 == 0, p
+    refused = [p for p, status in cases if status != "OK"]
+    assert any(float(p["max_bias"]) > 0 for p in refused)
+    assert any(p["sinks"] == "1" for p in refused)
+    assert any(p["type_K"] != "f16" for p in refused)
+    assert re.search(r"(\d+)/\1 tests passed", out), "test-backend-ops did not pass every test"
+
+
+CTX = 4096
+
+
+@pytest.fixture(scope="module")
+def long_text(tmp_path_factory):
+    # llama-perplexity needs 2 x CTX tokens: the bundled prose twice (about 11K tokens). Repeating
+    # it costs nothing here: the gate compares two backends on the same text.
+    path = tmp_path_factory.mktemp("prose") / "prose_x2.txt"
+    text = PROSE.read_text()
+    path.write_text(text + "\n\n" + text)
+    return path
+
+
+def perplexity(text, backend: bool, env=None):
+    assert SMOLLM2.exists(), f"{SMOLLM2} is missing: run `make setup`"
+    result = run([tool("llama-perplexity"), "-m", SMOLLM2, "-f", text, "-c", CTX, "-b", CTX,
+                  "-ub", 512, "--chunks", 1, "-t", 2, "-fa", "on"], backend=backend, env=env)
+    out = result.stdout + result.stderr
+    match = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
+    assert match, out[-2000:]
+    assert re.search(r"calculating perplexity over 1 chunks", out)
+    return float(match.group(1)), out
+
+
+def test_perplexity_at_4k_with_flash_attention_on_npuflow(long_text):
+    ppl_cpu, _ = perplexity(long_text, backend=False)
+    ppl_npu, out = perplexity(long_text, backend=True, env=HOST_ALL)
+    counters = Counters(out)
+    print(f"-c {CTX} -fa on: PPL CPU {ppl_cpu:.4f}  NPUFLOW {ppl_npu:.4f}  "
+          f"ratio {ppl_npu / ppl_cpu:.5f}; {counters}")
+    assert abs(ppl_npu / ppl_cpu - 1) <= 0.005
+    # The 4096-token chunk is 8 ubatches of 512 query rows over 512, 1024, ... 4096 keys: the
+    # 7 from 1024 keys (the fa_min_kv default) ran their attention on NPUFLOW in every layer, the
+    # first stayed on the CPU backend.
+    assert counters.flash_attn == 7 * SMOLLM2_LAYERS
+    assert counters.flash_attn_fallback == 0
+    assert counters.device == "host"
