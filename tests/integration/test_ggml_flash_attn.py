@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+import ggml_tools
 from ggml_tools import HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters, run, tool
 
 CASE = re.compile(r"^\s+FLASH_ATTN_EXT\((.*?)\): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
@@ -79,25 +80,27 @@ def long_text(tmp_path_factory):
 
 def perplexity(text, backend: bool, env=None):
     assert SMOLLM2.exists(), f"{SMOLLM2} is missing: run `make setup`"
-    result = run([tool("llama-perplexity"), "-m", SMOLLM2, "-f", text, "-c", CTX, "-b", CTX,
-                  "-ub", 512, "--chunks", 1, "-t", 2, "-fa", "on"], backend=backend, env=env)
-    out = result.stdout + result.stderr
-    match = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
-    assert match, out[-2000:]
-    assert re.search(r"calculating perplexity over 1 chunks", out)
-    return float(match.group(1)), out
+    return ggml_tools.perplexity(SMOLLM2, text, CTX, 1, backend, env=env, ubatch=512,
+                                 extra=("-fa", "on"))
 
 
 def test_perplexity_at_4k_with_flash_attention_on_npuflow(long_text):
     ppl_cpu, _ = perplexity(long_text, backend=False)
     ppl_npu, out = perplexity(long_text, backend=True, env=HOST_ALL)
+    # The control arm: the same projections on NPUFLOW, attention on the CPU backend (no context
+    # reaches the threshold), so the difference is the attention's alone.
+    ppl_control, control_out = perplexity(long_text, backend=True,
+                                          env={**HOST_ALL, "NPUFLOW_FA_MIN_KV": "1048576"})
     counters = Counters(out)
-    print(f"-c {CTX} -fa on: PPL CPU {ppl_cpu:.4f}  NPUFLOW {ppl_npu:.4f}  "
-          f"ratio {ppl_npu / ppl_cpu:.5f}; {counters}")
+    print(f"-c {CTX} -fa on: PPL CPU {ppl_cpu:.4f}  NPUFLOW {ppl_npu:.4f} (ratio "
+          f"{ppl_npu / ppl_cpu:.5f}); NPUFLOW with attention on the CPU {ppl_control:.4f} "
+          f"(attention's own ratio {ppl_npu / ppl_control:.6f}); {counters}")
     assert abs(ppl_npu / ppl_cpu - 1) <= 0.005
+    assert abs(ppl_npu / ppl_control - 1) <= 0.001
     # The 4096-token chunk is 8 ubatches of 512 query rows over 512, 1024, ... 4096 keys: the
     # 7 from 1024 keys (the fa_min_kv default) ran their attention on NPUFLOW in every layer, the
     # first stayed on the CPU backend.
     assert counters.flash_attn == 7 * SMOLLM2_LAYERS
     assert counters.flash_attn_fallback == 0
     assert counters.device == "host"
+    assert Counters(control_out).flash_attn == 0
