@@ -14,7 +14,8 @@ DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
-        test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all
+        test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all \
+        test-ggml-moe-all
 
 all: build
 
@@ -169,6 +170,12 @@ bench-ggml: build
 test-ggml-fa-all: build
 	NPUFLOW_TEST_FA_ALL=1 NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
 	  tests/integration/test_ggml_flash_attn.py -k backend_ops
+
+# Every test-backend-ops MUL_MAT_ID case on host and sim (make test runs the 4- and 8-expert
+# ones; the 128/256-expert cases take about nine minutes on two cores).
+test-ggml-moe-all: build
+	NPUFLOW_TEST_MOE_ALL=1 NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
+	  tests/integration/test_ggml_mul_mat_id.py
 
 # `npuflow plan` beside every published RK3588 figure (docs/simulator.md, "Validation against the
 # boards"): real-size models exported once into the bench cache. --fit re-solves the two fitted

@@ -15,9 +15,13 @@
 # median of all its repetitions, and ratios are to the CPU arm. Measures only; asserts nothing.
 #
 #   bench/llama_bench.sh [model.gguf ...]   (default: the three models above)
-#   ROUNDS=5 REPS=2 THREADS=2 TG=1 SIM=1 bench/llama_bench.sh
+#   ROUNDS=5 REPS=2 THREADS=2 TG=1 SIM=1 FA=1 FA_ROUNDS=3 bench/llama_bench.sh
 #     TG=1 adds tg128 (decode) to the timed rounds; SIM=1 adds the simulated-RK3588 line for
-#     SmolLM2 Q4_1 (one pp512 on device=sim, priced by the cost model).
+#     SmolLM2 Q4_1 (one pp512 on device=sim, priced by the cost model). FA=1 (the default) adds
+#     flash attention at a 4K context: pp512 after 3584 tokens (-d 3584 -fa on, so the ubatch
+#     attends over 4096 keys) on SmolLM2 Q4_1, in three arms: the CPU backend, NPUFLOW on host
+#     with every MUL_MAT and FLASH_ATTN_EXT (claim=all), and the same with the attention left on
+#     the CPU backend (NPUFLOW_FA_MIN_KV above the context), FA_ROUNDS rounds of one repetition.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tools/versions.env
@@ -82,6 +86,10 @@ arm() {
     auto) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=auto) ;;
     host) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host) ;;
     host-all) run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host NPUFLOW_CLAIM=all) ;;
+    host-all-cpu-fa)
+      run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host NPUFLOW_CLAIM=all
+        NPUFLOW_FA_MIN_KV=1048576)
+      ;;
   esac
   "${run[@]}" "$bench" -m "$model" -t "$threads" "$@"
 }
@@ -165,6 +173,39 @@ for name, block in decisions:
     print(f"\nhost arm, {name}:")
     print("\n".join(block))
 PY
+
+# Flash attention at a 4K context, SmolLM2 Q4_1: the three arms in rotating order per round.
+if [[ ${FA:-1} == 1 ]]; then
+  fa_arms=(cpu host-all host-all-cpu-fa)
+  for a in host-all host-all-cpu-fa; do
+    arm "$a" 1 "$smollm2" -r 1 -p 512 -n 0 -d 3584 -fa on -o jsonl >/dev/null 2>"$out/fa.$a.stats"
+  done
+  for round in $(seq "${FA_ROUNDS:-3}"); do
+    for j in 0 1 2; do
+      a=${fa_arms[$(((j + round) % 3))]}
+      arm "$a" 0 "$smollm2" -r 1 -p 512 -n 0 -d 3584 -fa on -o jsonl 2>/dev/null >>"$out/fa.$a.jsonl"
+    done
+    echo "flash attention round $round of ${FA_ROUNDS:-3} done" >&2
+  done
+  python3 - "$out" <<'PY'
+import json, re, statistics, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+ts = {a: [json.loads(l)["avg_ts"] for l in (out / f"fa.{a}.jsonl").read_text().splitlines()]
+      for a in ("cpu", "host-all", "host-all-cpu-fa")}
+fa = {a: sum(int(x) for x in re.findall(r"flash_attn=(\d+)", (out / f"fa.{a}.stats").read_text()))
+      for a in ("host-all", "host-all-cpu-fa")}
+cpu = statistics.median(ts["cpu"])
+print("\nSmolLM2 Q4_1 pp512 @ d3584 -fa on (attention over 4096 keys), median t/s of "
+      f"{len(ts['cpu'])} rounds:")
+print(f"  CPU backend                               {cpu:8.1f}")
+for a, label in (("host-all", "NPUFLOW host, MUL_MAT + FLASH_ATTN_EXT"),
+                 ("host-all-cpu-fa", "NPUFLOW host, MUL_MAT only (FA on CPU)")):
+    med = statistics.median(ts[a])
+    print(f"  {label:<41} {med:8.1f}  {med / cpu:.3f}x CPU  (FLASH_ATTN_EXT on NPUFLOW in the "
+          f"stats pass: {fa[a]})")
+PY
+fi
 
 # The simulated RK3588: one pp512 of SmolLM2 Q4_1 on the sim device, its profile priced by the
 # cost model. The profile covers llama-bench's warm-up pass and one measured pass: halved.

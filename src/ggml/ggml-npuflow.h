@@ -30,6 +30,11 @@ struct ggml_npuflow_stats {
   int64_t flash_attn_host_fallback;  // of those, with a call run on the host reference
   int64_t supports_flash_attn_yes;   // supports_op answers for FLASH_ATTN_EXT
   int64_t supports_flash_attn_no;
+  int64_t mul_mat_id;                // MUL_MAT_ID nodes computed by NPUFLOW
+  int64_t mul_mat_id_experts;        // expert products they ran (one per routed expert)
+  int64_t mul_mat_id_host_fallback;  // of the nodes, with an expert run on the host reference
+  int64_t supports_mul_mat_id_yes;   // supports_op answers for MUL_MAT_ID
+  int64_t supports_mul_mat_id_no;
 };
 
 typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);

@@ -3,8 +3,9 @@
 // the prefill MUL_MATs (activation rows >= min_m) whose weights it can keep resident on the
 // device chosen by the `device` knob, as far as the offload policy lets it (device=auto without an
 // NPU: none; on host: only where measured not slower than the CPU backend; see
-// ggml_offload_policy.h), and the prefill FLASH_ATTN_EXTs from fa_min_kv keys (claim=all only:
-// no cost is measured for them); everything else, decode included, stays on the CPU.
+// ggml_offload_policy.h), and, with claim=all only (no cost is measured for them), the prefill
+// MUL_MAT_IDs (MoE experts, resident per expert) and FLASH_ATTN_EXTs from fa_min_kv keys;
+// everything else, decode included, stays on the CPU.
 #include <omp.h>
 
 #include <atomic>
@@ -150,23 +151,17 @@ ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
     if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0) continue;
+    Status status = Status::ok();
     switch (node->op) {
-      case GGML_OP_MUL_MAT: {
-        Status status = ctx->engine.compute(node, exec);
-        if (!status.is_ok()) {
-          g_reg->logger.error(str_cat("", status.to_string()));
-          return GGML_STATUS_FAILED;
-        }
+      case GGML_OP_MUL_MAT:
+        status = ctx->engine.compute(node, exec);
         break;
-      }
-      case GGML_OP_FLASH_ATTN_EXT: {
-        Status status = ctx->attention.compute(node, exec);
-        if (!status.is_ok()) {
-          g_reg->logger.error(str_cat("", status.to_string()));
-          return GGML_STATUS_FAILED;
-        }
+      case GGML_OP_MUL_MAT_ID:
+        status = ctx->engine.compute_id(node, exec);
         break;
-      }
+      case GGML_OP_FLASH_ATTN_EXT:
+        status = ctx->attention.compute(node, exec);
+        break;
       case GGML_OP_NONE:
       case GGML_OP_RESHAPE:
       case GGML_OP_VIEW:
@@ -177,6 +172,10 @@ ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
         g_reg->logger.error(
             str_cat("NPUFLOW was given op ", ggml_op_desc(node), " it never claims"));
         return GGML_STATUS_FAILED;
+    }
+    if (!status.is_ok()) {
+      g_reg->logger.error(status.to_string());
+      return GGML_STATUS_FAILED;
     }
   }
   return GGML_STATUS_SUCCESS;
@@ -293,6 +292,24 @@ ggml_backend_buffer_t device_buffer_from_host_ptr(ggml_backend_dev_t, void* ptr,
                  [&] { return ggml_backend_cpu_buffer_from_ptr(ptr, size); });
 }
 
+// supports_op's answer for an op the routing rules accepted or refused (`verdict`) that
+// claim=faster has no measured cost for (`what`: experts, attention): taken only where every claim
+// is (claim=all), with a trace line saying why not otherwise.
+bool take_unmeasured(const ggml_tensor* op, const std::string& description,
+                     const RouteVerdict& verdict, const char* what) {
+  const bool take = verdict.accept && g_reg->policy->mode() == OffloadMode::kAll;
+  if (g_reg->logger.enabled(LogLevel::kTrace)) {
+    const std::string answer = take ? std::string("yes")
+                               : verdict.accept
+                                   ? str_cat("declined (", offload_mode_name(g_reg->policy->mode()),
+                                             ": no cost is measured for ", what, ")")
+                                   : std::string(verdict.reason);
+    g_reg->logger.trace(str_cat("supports_op ", ggml_op_name(op->op), " '", op->name, "' ",
+                                description, " -> ", answer));
+  }
+  return take;
+}
+
 bool supports_op(const ggml_tensor* op) {
   switch (op->op) {
     case GGML_OP_NONE:
@@ -317,22 +334,21 @@ bool supports_op(const ggml_tensor* op) {
       }
       return take;
     }
+    case GGML_OP_MUL_MAT_ID: {
+      throw_if_injected(FaultPoint::kSupportsOp);
+      const MatmulCandidate candidate = describe_mul_mat_id(op);
+      const bool take = take_unmeasured(op, describe(candidate),
+                                        route_matmul(candidate, g_reg->routing), "experts");
+      counters().count_supports_mul_mat_id(take);
+      return take;
+    }
     case GGML_OP_FLASH_ATTN_EXT: {
       throw_if_injected(FaultPoint::kSupportsOp);
       const FlashAttentionCandidate candidate = describe_flash_attn(op);
-      const RouteVerdict verdict = route_flash_attention(candidate, g_reg->attention_routing);
-      // claim=faster measures MUL_MATs only: attention is taken where every claim is (claim=all).
-      const bool take = verdict.accept && g_reg->policy->mode() == OffloadMode::kAll;
+      const bool take =
+          take_unmeasured(op, describe(candidate),
+                          route_flash_attention(candidate, g_reg->attention_routing), "attention");
       counters().count_supports_flash_attn(take);
-      if (g_reg->logger.enabled(LogLevel::kTrace)) {
-        const std::string answer =
-            take             ? std::string("yes")
-            : verdict.accept ? str_cat("declined (", offload_mode_name(g_reg->policy->mode()),
-                                       ": no cost is measured for attention)")
-                             : std::string(verdict.reason);
-        g_reg->logger.trace(str_cat("supports_op FLASH_ATTN_EXT '", op->name, "' ",
-                                    describe(candidate), " -> ", answer));
-      }
       return take;
     }
     default:

@@ -1,6 +1,8 @@
 #include "ggml/ggml_matmul.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/strings.h"
@@ -62,6 +64,37 @@ MatmulCandidate describe_mul_mat(const ggml_tensor* node) {
   return c;
 }
 
+// as [k, n, experts] (one matrix per expert), b [k, b_rows, tokens] f32, ids [used, tokens] i32;
+// out [n, used, tokens]: out[:, e, t] = as[ids[e, t]] b[:, e % b_rows, t] (ggml.h,
+// ggml_mul_mat_id). Described as the per-expert product, M = used x tokens rows in all.
+MatmulCandidate describe_mul_mat_id(const ggml_tensor* node) {
+  const ggml_tensor* as = node->src[0];
+  const ggml_tensor* b = node->src[1];
+  const ggml_tensor* ids = node->src[2];
+  MatmulCandidate c;
+  if (as == nullptr || b == nullptr || ids == nullptr) return c;
+  c.weight = weight_format(as->type);
+  if (c.weight != WeightFormat::kF32 && ggml_get_type_traits(as->type)->to_float == nullptr) {
+    c.weight = WeightFormat::kOther;
+  }
+  c.weight_is_leaf = as->op == GGML_OP_NONE && as->view_src == nullptr;
+  c.weight_contiguous = ggml_is_contiguous(as);
+  c.weight_is_2d = as->ne[3] == 1;  // each expert's matrix is 2-D
+  // The rows of b are read one at a time: each must be dense; ids is read through its strides.
+  c.activation_f32 = b->type == GGML_TYPE_F32 && ids->type == GGML_TYPE_I32;
+  c.activation_contiguous = b->nb[0] == sizeof(float) && b->ne[3] == 1;
+  c.output_f32 = node->type == GGML_TYPE_F32;
+  c.output_contiguous = ggml_is_contiguous(node);
+  c.k = as->ne[0];
+  c.n = as->ne[1];
+  c.m = ids->ne[0] * ids->ne[1];
+  if (b->ne[0] != as->ne[0] || ids->ne[1] != b->ne[2] || b->ne[1] <= 0 ||
+      ids->ne[0] % b->ne[1] != 0) {
+    c.k = -1;  // malformed; refused as "empty"
+  }
+  return c;
+}
+
 int m_bucket(int64_t m) {
   static constexpr int64_t kUpper[] = {2, 16, 64, 128, 512, 2048, 8192};
   int bucket = 0;
@@ -88,6 +121,13 @@ void Counters::count_weight(bool packed, bool repacked) {
   }
 }
 
+void Counters::count_mul_mat_id(int64_t experts, bool fallback) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.mul_mat_id++;
+  stats_.mul_mat_id_experts += experts;
+  if (fallback) stats_.mul_mat_id_host_fallback++;
+}
+
 void Counters::count_supports(bool yes, bool declined) {
   std::lock_guard<std::mutex> lock(mutex_);
   (yes ? stats_.supports_mul_mat_yes : stats_.supports_mul_mat_no)++;
@@ -105,6 +145,11 @@ void Counters::count_supports_flash_attn(bool yes) {
   (yes ? stats_.supports_flash_attn_yes : stats_.supports_flash_attn_no)++;
 }
 
+void Counters::count_supports_mul_mat_id(bool yes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (yes ? stats_.supports_mul_mat_id_yes : stats_.supports_mul_mat_id_no)++;
+}
+
 ggml_npuflow_stats Counters::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
@@ -120,6 +165,74 @@ Counters& counters() {
   return instance;
 }
 
+namespace {
+
+// Row `row` of a weight matrix of `k` columns stored as ggml rows of `row_bytes` from `base`,
+// widened to fp32 (ggml's to_float for every non-F32 type).
+void widen_weight_row(const uint8_t* base, size_t row_bytes, ggml_type type, int64_t k, int64_t row,
+                      float* out) {
+  const void* src = base + static_cast<size_t>(row) * row_bytes;
+  if (type == GGML_TYPE_F32) {
+    std::copy_n(static_cast<const float*>(src), k, out);
+  } else {
+    ggml_get_type_traits(type)->to_float(src, out, k);
+  }
+}
+
+// Weights the runtime marks as such are immutable for the buffer's life: a sampled fingerprint
+// suffices. Anything else (test graphs, a leaf the caller may rewrite) is hashed in full, so a
+// changed tensor at a recycled address is never served stale.
+bool immutable_weight(const ggml_tensor* w) {
+  return w->buffer != nullptr &&
+         ggml_backend_buffer_get_usage(w->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+}  // namespace
+
+Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& context, bool& fallback) {
+  auto weight_row = [&p](int64_t row, float* out) {
+    widen_weight_row(p.weight, p.row_bytes, p.type, p.k, row, out);
+  };
+  // The device step: resident weight (packed on first use) and the GEMM. A failure, returned or
+  // thrown, is answered by the host reference: a claim never fails a run.
+  auto on_device = [&] {
+    return status_of([&]() -> Status {
+      bool packed_now = false;
+      const ResidentWeightStats before = cache_.stats();
+      auto weight = cache_.get_or_pack(p.weight, p.fingerprint, [&]() {
+        packed_now = true;
+        std::vector<float> rows(static_cast<size_t>(p.n * p.k));
+        constexpr int64_t kRowsPerTask = 64;
+        context.run(static_cast<size_t>((p.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+          throw_if_injected(FaultPoint::kDeviceCompute);
+          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+          for (int64_t r = first; r < std::min(p.n, first + kRowsPerTask); ++r) {
+            weight_row(r, rows.data() + r * p.k);
+          }
+        });
+        return pack_linear_weight(device_, rows.data(), p.k, p.n);
+      });
+      if (counted_) {
+        counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
+      }
+      if (!weight.is_ok()) return weight.status();
+      return run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
+    });
+  };
+  return fallback_.run(
+      on_device,
+      [&] {
+        fallback = true;
+        reference_linear(p.x, p.m, p.k, p.n, weight_row, p.y, context);
+        return Status::ok();
+      },
+      fallbacks_, logger_,
+      [&](const Status& status) {
+        return str_cat("device ", device_.name(), " could not run ", p.what, ": ",
+                       status.to_string(), "; running it on the host reference (said once)");
+      });
+}
+
 Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context) {
   const MatmulCandidate c = describe_mul_mat(node);
   // Structure must hold whatever called us; the row threshold is the scheduler's business.
@@ -130,67 +243,20 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   }
   const ggml_tensor* w = node->src[0];
   const ggml_tensor* x = node->src[1];
-  const size_t row_bytes = w->nb[1];
-  const auto* w_data = static_cast<const uint8_t*>(w->data);
-  const ggml_type w_type = w->type;
-  auto weight_row = [w_data, row_bytes, w_type, k = c.k](int64_t row, float* out) {
-    const void* src = w_data + static_cast<size_t>(row) * row_bytes;
-    if (w_type == GGML_TYPE_F32) {
-      std::copy_n(static_cast<const float*>(src), k, out);
-    } else {
-      ggml_get_type_traits(w_type)->to_float(src, out, k);
-    }
-  };
-
-  // Weights the runtime marks as such are immutable for the buffer's life: a sampled
-  // fingerprint suffices. Anything else (test graphs, a leaf the caller may rewrite) is hashed
-  // in full, so a changed tensor at a recycled address is never served stale.
-  const bool immutable = w->buffer != nullptr && ggml_backend_buffer_get_usage(w->buffer) ==
-                                                     GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
-  WeightFingerprint fingerprint{w->name, static_cast<int>(w->type), c.k, c.n,
-                                content_hash(w->data, ggml_nbytes(w), !immutable)};
-  const auto* x_data = static_cast<const float*>(x->data);
-  auto* y_data = static_cast<float*>(node->data);
-  // The device step: resident weight (packed on first use) and the GEMM. A failure, returned or
-  // thrown, is answered by the host reference: a claim never fails a run.
-  auto on_device = [&] {
-    return status_of([&]() -> Status {
-      bool packed_now = false;
-      const ResidentWeightStats before = cache_.stats();
-      auto weight = cache_.get_or_pack(w->data, fingerprint, [&]() {
-        packed_now = true;
-        std::vector<float> rows(static_cast<size_t>(c.n * c.k));
-        constexpr int64_t kRowsPerTask = 64;
-        context.run(static_cast<size_t>((c.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
-          throw_if_injected(FaultPoint::kDeviceCompute);
-          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
-          for (int64_t r = first; r < std::min(c.n, first + kRowsPerTask); ++r) {
-            weight_row(r, rows.data() + r * c.k);
-          }
-        });
-        return pack_linear_weight(device_, rows.data(), c.k, c.n);
-      });
-      if (counted_) {
-        counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
-      }
-      if (!weight.is_ok()) return weight.status();
-      return run_linear(device_, x_data, c.m, *weight.value(), y_data, context);
-    });
-  };
+  const ResidentProduct p{
+      static_cast<const uint8_t*>(w->data),
+      w->nb[1],
+      w->type,
+      c.k,
+      c.n,
+      WeightFingerprint{w->name, static_cast<int>(w->type), c.k, c.n,
+                        content_hash(w->data, ggml_nbytes(w), !immutable_weight(w))},
+      static_cast<const float*>(x->data),
+      c.m,
+      static_cast<float*>(node->data),
+      str_cat("MUL_MAT '", node->name, "' (", describe(c), ")")};
   bool fallback = false;
-  NPUFLOW_RETURN_IF_ERROR(fallback_.run(
-      on_device,
-      [&] {
-        fallback = true;
-        reference_linear(x_data, c.m, c.k, c.n, weight_row, y_data, context);
-        return Status::ok();
-      },
-      fallbacks_, logger_,
-      [&](const Status& status) {
-        return str_cat("device ", device_.name(), " could not run MUL_MAT '", node->name, "' (",
-                       describe(c), "): ", status.to_string(),
-                       "; running it on the host reference (said once)");
-      }));
+  NPUFLOW_RETURN_IF_ERROR(product(p, context, fallback));
   if (logger_.enabled(LogLevel::kTrace)) {
     logger_.trace(str_cat("MUL_MAT '", node->name, "' ", describe(c),
                           fallback ? " on host reference" : " on device"));
@@ -198,6 +264,80 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   mul_mats_++;
   m_histogram_[c.m]++;
   if (counted_) counters().count_mul_mat(c.m, fallback);
+  return Status::ok();
+}
+
+Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& context) {
+  const MatmulCandidate c = describe_mul_mat_id(node);
+  const RouteVerdict verdict = route_matmul(c, MatmulRouting{1, 1});
+  if (!verdict.accept) {
+    return unsupported(
+        str_cat("MUL_MAT_ID '", node->name, "' (", describe(c), ") refused: ", verdict.reason));
+  }
+  const ggml_tensor* as = node->src[0];
+  const ggml_tensor* b = node->src[1];
+  const ggml_tensor* ids = node->src[2];
+  const int64_t used = ids->ne[0], tokens = ids->ne[1], experts = as->ne[2];
+  // Which (slot, token) rows each expert serves, in token order.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < used; ++e) {
+      int32_t expert;
+      std::memcpy(&expert, static_cast<const char*>(ids->data) + e * ids->nb[0] + t * ids->nb[1],
+                  sizeof(expert));
+      if (expert < 0 || expert >= experts) {
+        return invalid_argument(
+            str_cat("MUL_MAT_ID '", node->name, "' routes to expert ", expert, " of ", experts));
+      }
+      routed[static_cast<size_t>(expert)].emplace_back(e, t);
+    }
+  }
+  const bool immutable = immutable_weight(as);
+  std::vector<float> x, y;
+  bool any_fallback = false;
+  int64_t experts_run = 0;
+  for (int64_t expert = 0; expert < experts; ++expert) {
+    const auto& rows = routed[static_cast<size_t>(expert)];
+    if (rows.empty()) continue;
+    const auto m = static_cast<int64_t>(rows.size());
+    x.resize(static_cast<size_t>(m * c.k));
+    y.resize(static_cast<size_t>(m * c.n));
+    for (int64_t r = 0; r < m; ++r) {
+      const auto [e, t] = rows[static_cast<size_t>(r)];
+      const auto* src = reinterpret_cast<const float*>(static_cast<const char*>(b->data) +
+                                                       (e % b->ne[1]) * b->nb[1] + t * b->nb[2]);
+      std::copy_n(src, c.k, x.data() + r * c.k);
+    }
+    const auto* weight = static_cast<const uint8_t*>(as->data) + expert * as->nb[2];
+    const ResidentProduct p{
+        weight,
+        as->nb[1],
+        as->type,
+        c.k,
+        c.n,
+        WeightFingerprint{str_cat(as->name, "#", expert), static_cast<int>(as->type), c.k, c.n,
+                          content_hash(weight, as->nb[2], !immutable)},
+        x.data(),
+        m,
+        y.data(),
+        str_cat("MUL_MAT_ID '", node->name, "' expert ", expert, " (", describe(c), ")")};
+    bool fallback = false;
+    NPUFLOW_RETURN_IF_ERROR(product(p, context, fallback));
+    any_fallback = any_fallback || fallback;
+    for (int64_t r = 0; r < m; ++r) {
+      const auto [e, t] = rows[static_cast<size_t>(r)];
+      auto* dst = reinterpret_cast<float*>(static_cast<char*>(node->data) + e * node->nb[1] +
+                                           t * node->nb[2]);
+      std::copy_n(y.data() + r * c.n, c.n, dst);
+    }
+    experts_run++;
+  }
+  if (logger_.enabled(LogLevel::kTrace)) {
+    logger_.trace(str_cat("MUL_MAT_ID '", node->name, "' ", describe(c), ": ", experts_run,
+                          " experts", any_fallback ? ", some on host reference" : " on device"));
+  }
+  mul_mat_ids_++;
+  if (counted_) counters().count_mul_mat_id(experts_run, any_fallback);
   return Status::ok();
 }
 
@@ -209,7 +349,7 @@ std::string MatmulEngine::summary() const {
   }
   return str_cat("mul_mat=", mul_mats_, " host_fallback=", fallbacks_, " m_hist={", hist,
                  "} weights_packed=", s.packs + s.repacks, " repacked=", s.repacks,
-                 " hits=", s.hits, " evicted=", s.evictions,
+                 " hits=", s.hits, " evicted=", s.evictions, " mul_mat_id=", mul_mat_ids_,
                  " resident_mib=", s.resident_bytes / (1024 * 1024));
 }
 

@@ -20,6 +20,8 @@ namespace npuflow::ggml {
 
 WeightFormat weight_format(ggml_type type);
 MatmulCandidate describe_mul_mat(const ggml_tensor* node);
+// A MUL_MAT_ID (MoE experts) as the per-expert product its rows run as.
+MatmulCandidate describe_mul_mat_id(const ggml_tensor* node);
 
 // Process-wide counters behind ggml_backend_npuflow_get_stats.
 class Counters {
@@ -29,7 +31,9 @@ class Counters {
   // declined: the routing rules accepted it and the offload policy did not.
   void count_supports(bool yes, bool declined);
   void count_flash_attn(bool fallback);
+  void count_mul_mat_id(int64_t experts, bool fallback);
   void count_supports_flash_attn(bool yes);
+  void count_supports_mul_mat_id(bool yes);
   ggml_npuflow_stats snapshot() const;
   void reset();
 
@@ -49,18 +53,41 @@ class MatmulEngine {
 
   // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
   Status compute(const ggml_tensor* node, const ExecContext& context);
+  // Computes a MUL_MAT_ID: each expert the ids route rows to runs its rows as one product against
+  // its own resident matrix (packed on first use under the name "<tensor>#<expert>", within the
+  // same cache budget as every weight).
+  Status compute_id(const ggml_tensor* node, const ExecContext& context);
 
   // One line: what this backend ran (printed at free with NPUFLOW_PROF=1 or NPUFLOW_LOG=info).
   std::string summary() const;
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
+  // One resident product y = x W^T: W's n rows of k elements (ggml rows of `type`, row_bytes
+  // apart, from `weight`, which also identifies it in the cache), x m rows of k floats, y m rows
+  // of n floats.
+  struct ResidentProduct {
+    const uint8_t* weight;
+    size_t row_bytes;
+    ggml_type type;
+    int64_t k, n;
+    WeightFingerprint fingerprint;
+    const float* x;
+    int64_t m;
+    float* y;
+    std::string what;  // names the product in the fallback's warning
+  };
+  // Packs on first use and runs on the device; the host reference on a refusal or failure
+  // (fallback set, counted, said once).
+  Status product(const ResidentProduct& p, const ExecContext& context, bool& fallback);
+
   Device& device_;
   const Logger& logger_;
   ResidentWeightCache cache_;
   const bool counted_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;
+  int64_t mul_mat_ids_ = 0;
   std::atomic<int64_t> fallbacks_{0};
   DeviceFallback fallback_;
 };

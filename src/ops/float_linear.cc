@@ -1,9 +1,11 @@
 #include "ops/float_linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/strings.h"
 
 namespace npuflow {
 
@@ -26,7 +28,12 @@ Result<std::unique_ptr<PackedWeight>> pack_linear_weight(Device& device, const f
   }
   // An NPU computes in fp16: round the weight once here.
   std::vector<uint16_t> half(kn.size());
-  for (size_t i = 0; i < kn.size(); ++i) half[i] = float_to_half_bits(kn[i]);
+  for (size_t i = 0; i < kn.size(); ++i) {
+    half[i] = float_to_half_bits(kn[i]);
+    if ((half[i] & 0x7c00) == 0x7c00 && std::isfinite(kn[i])) {
+      return unsupported(str_cat("weight ", kn[i], " is beyond fp16's range"));
+    }
+  }
   return device.pack_fp16_weight(half.data(), k, n);
 }
 
@@ -42,7 +49,17 @@ Status run_linear(Device& device, const float* x, int64_t m, const PackedWeight&
   thread_local std::vector<uint16_t> half;
   thread_local std::vector<float> padded_out;
   half.assign(static_cast<size_t>(rows * k), 0);
-  for (int64_t i = 0; i < m * k; ++i) half[static_cast<size_t>(i)] = float_to_half_bits(x[i]);
+  bool inputs_finite = true;
+  for (int64_t i = 0; i < m * k; ++i) {
+    const uint16_t bits = float_to_half_bits(x[i]);
+    if ((bits & 0x7c00) == 0x7c00) {  // infinity or NaN in fp16
+      if (std::isfinite(x[i])) {
+        return unsupported(str_cat("activation ", x[i], " is beyond fp16's range"));
+      }
+      inputs_finite = false;
+    }
+    half[static_cast<size_t>(i)] = bits;
+  }
   float* out = y;
   if (rows != m) {
     padded_out.resize(static_cast<size_t>(rows * n));
@@ -50,6 +67,11 @@ Status run_linear(Device& device, const float* x, int64_t m, const PackedWeight&
   }
   NPUFLOW_RETURN_IF_ERROR(
       device.gemm_fp16(half.data(), rows, weight, out, ElementType::kFloat32, context));
+  // The device must not turn finite operands into infinities: a sum beyond fp16's range is the
+  // host reference's to compute (the weight was finite in fp16 when packed).
+  if (inputs_finite && !std::all_of(out, out + m * n, [](float v) { return std::isfinite(v); })) {
+    return unsupported("an fp16 result overflowed");
+  }
   if (out != y) std::copy(out, out + m * n, y);
   return Status::ok();
 }

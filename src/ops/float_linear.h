@@ -15,7 +15,10 @@ namespace npuflow {
 Result<std::unique_ptr<PackedWeight>> pack_linear_weight(Device& device, const float* rows,
                                                          int64_t k, int64_t n);
 
-// y[m][n] = sum_k x[m][k] * W[n][k]; x is M x K and y M x N, both row-major.
+// y[m][n] = sum_k x[m][k] * W[n][k]; x is M x K and y M x N, both row-major. On an fp16 device
+// a finite activation beyond fp16's range, or a result that overflows from finite operands, is
+// refused (kUnsupported) for the host reference to compute: the device never turns finite values
+// into infinities. pack_linear_weight refuses a finite weight beyond that range the same way.
 Status run_linear(Device& device, const float* x, int64_t m, const PackedWeight& weight, float* y,
                   const ExecContext& context);
 

@@ -143,7 +143,7 @@ TEST_F(Placement, ActivationAndWeightStructure) {
   EXPECT_FALSE(supports(hinted));
 }
 
-TEST_F(Placement, OnlyViewsMatmulsAndPrefillAttentionAreClaimed) {
+TEST_F(Placement, OnlyViewsMatmulsExpertsAndPrefillAttentionAreClaimed) {
   ggml_tensor* a = acts(576, 512);
   ggml_tensor* b = acts(576, 512);
   EXPECT_TRUE(supports(a)) << "NONE";
@@ -174,10 +174,21 @@ TEST_F(Placement, OnlyViewsMatmulsAndPrefillAttentionAreClaimed) {
   EXPECT_FALSE(supports(attention(512, 1023, GGML_TYPE_F16, 0.0f))) << "short context";
   EXPECT_FALSE(supports(attention(512, 1024, GGML_TYPE_Q8_0, 0.0f))) << "quantized KV cache";
   EXPECT_FALSE(supports(attention(512, 1024, GGML_TYPE_F16, 8.0f))) << "ALiBi";
+  // MoE experts: 2 of 8 per token, from min_m_quant rows in all (used x tokens); decode stays.
   ggml_tensor* experts = ggml_new_tensor_3d(ctx_, GGML_TYPE_Q4_0, 576, 1536, 8);
-  ggml_tensor* expert_ids = ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, 512);
-  ggml_tensor* xe = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, 512);
-  EXPECT_FALSE(supports(ggml_mul_mat_id(ctx_, experts, xe, expert_ids)));
+  const auto moe = [&](int64_t tokens) {
+    ggml_tensor* expert_ids = ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, tokens);
+    ggml_tensor* xe = ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, tokens);
+    return ggml_mul_mat_id(ctx_, experts, xe, expert_ids);
+  };
+  EXPECT_TRUE(supports(moe(min_m_quant_ / 2)));
+  EXPECT_FALSE(supports(moe(min_m_quant_ / 2 - 1))) << "below min_m_quant rows";
+  EXPECT_FALSE(supports(moe(1))) << "decode";
+  ggml_tensor* odd_experts = ggml_new_tensor_3d(ctx_, GGML_TYPE_F16, 576, 1000, 8);
+  EXPECT_FALSE(supports(ggml_mul_mat_id(ctx_, odd_experts,
+                                        ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 576, 1, 512),
+                                        ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, 2, 512))))
+      << "N off the contract";
 }
 
 // Every case the Placement tests see accepted on host, and the ops they see refused.
@@ -200,6 +211,9 @@ std::vector<ggml_tensor*> offered_ops(ggml_context* ctx) {
   ops.push_back(ggml_view_1d(ctx, a, 64, 0));
   ops.push_back(ggml_transpose(ctx, a));
   ops.push_back(ggml_add(ctx, a, a));
+  ops.push_back(ggml_mul_mat_id(ctx, ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, 576, 1536, 8),
+                                ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 576, 1, 512),
+                                ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, 512)));
   ops.push_back(ggml_flash_attn_ext(ctx, ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 64, 512, 9),
                                     ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 4096, 3),
                                     ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 4096, 3), nullptr,
@@ -238,6 +252,8 @@ TEST_F(OffBoard, AutoWithoutAnNpuRegistersTheDeviceAndTakesNoOp) {
   EXPECT_EQ(after.supports_mul_mat_yes, before.supports_mul_mat_yes);
   EXPECT_EQ(after.supports_flash_attn_yes, before.supports_flash_attn_yes);
   EXPECT_EQ(after.supports_flash_attn_no - before.supports_flash_attn_no, 1);
+  EXPECT_EQ(after.supports_mul_mat_id_yes, before.supports_mul_mat_id_yes);
+  EXPECT_EQ(after.supports_mul_mat_id_no - before.supports_mul_mat_id_no, 1);
   // Every MUL_MAT the routing rules accept was declined by the idle policy, not by the rules.
   EXPECT_EQ(after.supports_mul_mat_declined - before.supports_mul_mat_declined, matmuls);
   EXPECT_EQ(after.mul_mat, 0);

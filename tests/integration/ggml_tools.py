@@ -64,9 +64,42 @@ def run(args, backend: bool, env: dict | None = None, timeout: int = 900):
     return result
 
 
+def backend_ops_cases(op: str, env: dict, params_filter: str | None = None):
+    """Runs test-backend-ops' cases of `op` against NPUFLOW (params_filter: its -p regex over each
+    case's parameters). Returns each case as (its parameters, "OK" | "FAIL" | "not supported")
+    and the whole log."""
+    args = [tool("test-backend-ops"), "test", "-b", "NPUFLOW", "-o", op]
+    if params_filter:
+        args += ["-p", params_filter]
+    result = run(args, backend=True, env=env)
+    out = result.stdout + result.stderr
+    case = re.compile(rf"^\s+{op}\((.*?)\): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
+    cases = []
+    for line in out.splitlines():
+        if m := case.match(line):
+            params = dict(re.findall(r"(\w+)=(\[[^\]]*\]|[^,]+)", m.group(1)))
+            cases.append((params, m.group(2)))
+    assert cases, f"test-backend-ops listed no {op} case"
+    return cases, out
+
+
+def perplexity(model, text, ctx: int, chunks: int, backend: bool, env: dict | None = None,
+               ubatch: int | None = None, extra=()):
+    """llama-perplexity over `chunks` chunks of `ctx` tokens (one batch of ctx, ubatches of
+    `ubatch`, ctx by default) on 2 threads: the final estimate and the whole log."""
+    result = run([tool("llama-perplexity"), "-m", model, "-f", text, "-c", ctx, "-b", ctx,
+                  "-ub", ubatch or ctx, "--chunks", chunks, "-t", 2, *extra], backend=backend,
+                 env=env)
+    out = result.stdout + result.stderr
+    match = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
+    assert match, out[-2000:]
+    assert re.search(rf"calculating perplexity over {chunks} chunks", out)
+    return float(match.group(1)), out
+
+
 STATS = re.compile(r"npuflow: NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) host_fallback=(\d+) "
                    r"m_hist=\{([^}]*)\} weights_packed=(\d+) repacked=(\d+) .*? "
-                   r"flash_attn=(\d+) flash_attn_fallback=(\d+)")
+                   r"mul_mat_id=(\d+) .*? flash_attn=(\d+) flash_attn_fallback=(\d+)")
 
 
 class Counters:
@@ -80,8 +113,9 @@ class Counters:
         self.fallback = sum(int(x[2]) for x in self.lines)
         self.packed = sum(int(x[4]) for x in self.lines)
         self.repacked = sum(int(x[5]) for x in self.lines)
-        self.flash_attn = sum(int(x[6]) for x in self.lines)
-        self.flash_attn_fallback = sum(int(x[7]) for x in self.lines)
+        self.mul_mat_id = sum(int(x[6]) for x in self.lines)
+        self.flash_attn = sum(int(x[7]) for x in self.lines)
+        self.flash_attn_fallback = sum(int(x[8]) for x in self.lines)
         self.m_hist: dict[int, int] = {}
         for line in self.lines:
             for item in filter(None, line[3].split(",")):
@@ -91,7 +125,8 @@ class Counters:
     def __repr__(self):
         return (f"Counters(device={self.device}, mul_mat={self.mul_mat}, fallback={self.fallback}, "
                 f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked}, "
-                f"flash_attn={self.flash_attn}, flash_attn_fallback={self.flash_attn_fallback})")
+                f"mul_mat_id={self.mul_mat_id}, flash_attn={self.flash_attn}, "
+                f"flash_attn_fallback={self.flash_attn_fallback})")
 
 
 DECISION = re.compile(r"npuflow:   (took|declined as slower|declined unmeasured) (\w+) K=(\d+) "

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import re
 
-from ggml_tools import HOST_ALL, Counters, run, tool
-
-CASE = re.compile(r"^\s+(MUL_MAT\(.*?\)): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
+from ggml_tools import HOST_ALL, Counters, backend_ops_cases
 
 
 def test_backend_ops_mul_mat_passes_and_runs_on_npuflow():
     # Thresholds at 1 so the suite's small shapes reach the device; the contract still applies.
-    result = run([tool("test-backend-ops"), "test", "-b", "NPUFLOW", "-o", "MUL_MAT"],
-                 backend=True, env={**HOST_ALL, "NPUFLOW_MIN_M": "1", "NPUFLOW_MIN_M_QUANT": "1"})
-    out = result.stdout + result.stderr
-    cases = [m.groups() for line in out.splitlines() if (m := CASE.match(line))]
+    cases, out = backend_ops_cases(
+        "MUL_MAT", {**HOST_ALL, "NPUFLOW_MIN_M": "1", "NPUFLOW_MIN_M_QUANT": "1"})
     ok = [c for c, status in cases if status == "OK"]
     failed = [c for c, status in cases if status == "FAIL"]
-    assert cases, "test-backend-ops listed no MUL_MAT case"
     assert not failed, f"{len(failed)} MUL_MAT cases failed on NPUFLOW, e.g. {failed[:3]}"
     assert ok, "no MUL_MAT case executed on NPUFLOW (all 'not supported')"
     counters = Counters(out)
@@ -28,7 +23,7 @@ def test_backend_ops_mul_mat_passes_and_runs_on_npuflow():
     assert counters.mul_mat >= len(ok)
     assert counters.fallback == 0
     # Every weight type the backend makes resident was exercised.
-    types = {re.search(r"type_a=(\w+)", c).group(1) for c in ok}
+    types = {c["type_a"] for c in ok}
     for expected in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_K", "q5_K", "q6_K"):
         assert expected in types, f"no {expected} case ran on NPUFLOW"
     assert re.search(r"(\d+)/\1 tests passed", out), "test-backend-ops did not pass every test"

@@ -10,33 +10,22 @@ import re
 import pytest
 
 import ggml_tools
-from ggml_tools import HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters, run, tool
+from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters,
+                        backend_ops_cases)
 
-CASE = re.compile(r"^\s+FLASH_ATTN_EXT\((.*?)\): (?:\x1b\[[0-9;]*m)?(OK|FAIL|not supported)")
 # make test runs every case up to 1024 keys (about 750 on each device); `make test-ggml-fa-all`
 # sets NPUFLOW_TEST_FA_ALL=1 for all of them (the 2K-8K key cases add minutes on two cores).
 CASES = None if os.environ.get("NPUFLOW_TEST_FA_ALL") == "1" else "kv=(113|512|1024),"
 
 
-def params(case: str) -> dict[str, str]:
-    return dict(re.findall(r"(\w+)=(\[[^\]]*\]|[^,]+)", case))
-
-
 @pytest.mark.parametrize("device", ["host", "sim"])
 def test_backend_ops_flash_attn_passes_and_runs_on_npuflow(device):
     # Thresholds at 1 so the suite's small shapes reach the device; the contract still applies.
-    args = [tool("test-backend-ops"), "test", "-b", "NPUFLOW", "-o", "FLASH_ATTN_EXT"]
-    if CASES:
-        args += ["-p", CASES]
-    result = run(args, backend=True,
-                 env={"NPUFLOW_DEVICE": device, "NPUFLOW_CLAIM": "all", "NPUFLOW_MIN_M": "1",
-                      "NPUFLOW_FA_MIN_KV": "1"})
-    out = result.stdout + result.stderr
-    cases = [(params(c), status) for line in out.splitlines() if (m := CASE.match(line))
-             for c, status in [m.groups()]]
+    cases, out = backend_ops_cases(
+        "FLASH_ATTN_EXT", {"NPUFLOW_DEVICE": device, "NPUFLOW_CLAIM": "all", "NPUFLOW_MIN_M": "1",
+                           "NPUFLOW_FA_MIN_KV": "1"}, CASES)
     ok = [p for p, status in cases if status == "OK"]
     failed = [p for p, status in cases if status == "FAIL"]
-    assert cases, "test-backend-ops listed no FLASH_ATTN_EXT case"
     assert not failed, f"{len(failed)} FLASH_ATTN_EXT cases failed on {device}, e.g. {failed[:2]}"
     counters = Counters(out)
     print(f"test-backend-ops FLASH_ATTN_EXT on {device}: {len(ok)} executed on NPUFLOW and "

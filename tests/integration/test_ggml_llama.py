@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import ggml_tools
 from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_AS_F32, SMOLLM2_LAYERS,
                         SMOLLM2_MATMULS, Counters, run, tool)
 
@@ -21,14 +22,8 @@ def model():
 
 
 def perplexity(model, backend: bool):
-    result = run([tool("llama-perplexity"), "-m", model, "-f", PROSE, "-c", CTX, "-b", CTX,
-                  "-ub", CTX, "--chunks", CHUNKS, "-t", 2], backend=backend,
-                 env=HOST_ALL if backend else None)
-    out = result.stdout + result.stderr
-    match = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
-    assert match, out[-2000:]
-    assert re.search(rf"calculating perplexity over {CHUNKS} chunks", out)
-    return float(match.group(1)), out
+    return ggml_tools.perplexity(model, PROSE, CTX, CHUNKS, backend,
+                                 env=HOST_ALL if backend else None)
 
 
 def test_perplexity_matches_cpu_and_every_prefill_matmul_runs_on_npuflow(model):
