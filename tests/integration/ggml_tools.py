@@ -36,6 +36,19 @@ SMOLLM2_LAYERS = 30
 SMOLLM2_MATMULS = SMOLLM2_LAYERS * 7 + 1
 
 
+# The MoE fixtures tools/setup.sh writes (tools/fixtures/moe_gguf.py): a Qwen3-MoE-like and an
+# OLMoE-like model, 4 blocks, 8 experts of which 2 per token, F32 weights.
+MOE_FIXTURES = ROOT / "third_party" / "moe-fixtures"
+MOE_ARCHS = ("qwen3moe", "olmoe")
+MOE_LAYERS = 4
+
+
+def moe_fixture(arch: str) -> Path:
+    path = MOE_FIXTURES / f"{arch}-fixture-F32.gguf"
+    assert path.exists(), f"{path} is missing: run `make setup`"
+    return path
+
+
 def tool(name: str) -> Path:
     path = LLAMA_BIN / name
     assert path.exists(), f"{path} is missing: run `make setup build`"

@@ -1,6 +1,7 @@
 """MUL_MAT_ID (MoE experts) on NPUFLOW: llama.cpp's own test-backend-ops cases on the host and sim
-devices. Every case NPUFLOW takes must match the CPU backend, each expert's rows run as one
-product against that expert's resident matrix, and no expert may fall back to the host."""
+devices (every case NPUFLOW takes must match the CPU backend, each expert's rows run as one
+product against that expert's resident matrix, and no expert may fall back to the host), and
+two MoE architectures whole: perplexity and greedy text against the CPU backend."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,8 @@ import re
 
 import pytest
 
-from ggml_tools import Counters, backend_ops_cases
+from ggml_tools import (HOST_ALL, MOE_ARCHS, MOE_LAYERS, PROSE, Counters, backend_ops_cases,
+                        moe_fixture, perplexity, run, tool)
 
 # make test runs the 4- and 8-expert cases at m = 32 and 512 (about 470 on each device);
 # `make test-ggml-moe-all` sets NPUFLOW_TEST_MOE_ALL=1 for all of them (the 128/256-expert cases
@@ -50,3 +52,47 @@ def test_backend_ops_mul_mat_id_passes_and_runs_on_npuflow(device):
     for p in ok:
         assert int(p["k"]) % 32 == 0 and int(p["m"]) % 16 == 0 and p["type_b"] == "f32", p
     assert re.search(r"(\d+)/\1 tests passed", out), "test-backend-ops did not pass every test"
+
+
+# Whole MoE models through llama.cpp: perplexity and greedy text, CPU backend against NPUFLOW on
+# host (claim=all) on the F32 fixtures, where both compute in fp32.
+CTX, CHUNKS = 512, 2
+
+
+@pytest.mark.parametrize("arch", MOE_ARCHS)
+def test_moe_perplexity_matches_cpu_with_every_expert_product_on_npuflow(arch):
+    model = moe_fixture(arch)
+    ppl_cpu, _ = perplexity(model, PROSE, CTX, CHUNKS, backend=False)
+    ppl_npu, out = perplexity(model, PROSE, CTX, CHUNKS, backend=True, env=HOST_ALL)
+    counters = Counters(out)
+    print(f"{arch}: PPL CPU {ppl_cpu:.4f}  NPUFLOW {ppl_npu:.4f}  ratio {ppl_npu / ppl_cpu:.7f}; "
+          f"{counters}")
+    # fp32 on both sides: only the summation order differs (the random model's perplexity is
+    # high, so a wrong expert product would move it by far more).
+    assert abs(ppl_npu / ppl_cpu - 1) <= 1e-4
+    # Each 512-token chunk runs the gate, up and down experts of every layer on NPUFLOW.
+    assert counters.mul_mat_id == CHUNKS * MOE_LAYERS * 3
+    assert counters.fallback == 0
+
+
+@pytest.mark.parametrize("arch", MOE_ARCHS)
+def test_moe_greedy_text_is_identical(arch, tmp_path):
+    model = moe_fixture(arch)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(PROSE.read_text()[:1200])  # one prefill ubatch of ~250 tokens
+
+    def generate(backend: bool):
+        result = run([tool("llama-completion"), "-m", model, "-f", prompt, "-n", 32, "--temp", 0,
+                      "-s", 1, "-no-cnv", "--ignore-eos", "--no-display-prompt", "-t", 2, "-c",
+                      1024, "-b", 512, "-ub", 512], backend=backend,
+                     env=HOST_ALL if backend else None)
+        return result.stdout, result.stderr
+
+    text_cpu, _ = generate(backend=False)
+    text_npu, err = generate(backend=True)
+    assert text_cpu.strip(), "the CPU backend generated nothing"
+    assert text_npu == text_cpu
+    # The prompt's experts ran on NPUFLOW (gate, up, down per layer, ~500 rows each), except the
+    # last block's, which llama.cpp computes for the one output row only (2 rows: the CPU's), as
+    # it does every decode step's.
+    assert Counters(err).mul_mat_id == (MOE_LAYERS - 1) * 3
