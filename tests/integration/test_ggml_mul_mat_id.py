@@ -12,10 +12,16 @@ import pytest
 from ggml_tools import (HOST_ALL, MOE_ARCHS, MOE_LAYERS, PROSE, Counters, backend_ops_cases,
                         moe_fixture, perplexity, run, tool)
 
-# make test runs the 4- and 8-expert cases at m = 32 and 512 (about 470 on each device);
-# `make test-ggml-moe-all` sets NPUFLOW_TEST_MOE_ALL=1 for all of them (the 128/256-expert cases
-# take about nine minutes on two cores).
-CASES = None if os.environ.get("NPUFLOW_TEST_MOE_ALL") == "1" else "n_mats=(4|8),.*m=(512|32),"
+# make test runs the 4- and 8-expert cases at m = 32 and 512 (about 470 on each device), the
+# sliced sanitizer run (NPUFLOW_TEST_SLICE, conftest.py) the 4-expert ones; `make
+# test-ggml-moe-all` sets NPUFLOW_TEST_MOE_ALL=1 for all of them (the 128/256-expert cases take
+# about nine minutes on two cores).
+if os.environ.get("NPUFLOW_TEST_MOE_ALL") == "1":
+    CASES = None
+elif int(os.environ.get("NPUFLOW_TEST_SLICE", "1") or "1") > 1:
+    CASES = "n_mats=4,.*m=(512|32),"
+else:
+    CASES = "n_mats=(4|8),.*m=(512|32),"
 
 
 @pytest.mark.parametrize("device", ["host", "sim"])
@@ -96,3 +102,4 @@ def test_moe_greedy_text_is_identical(arch, tmp_path):
     # last block's, which llama.cpp computes for the one output row only (2 rows: the CPU's), as
     # it does every decode step's.
     assert Counters(err).mul_mat_id == (MOE_LAYERS - 1) * 3
+
