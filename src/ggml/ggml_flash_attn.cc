@@ -121,7 +121,12 @@ Status FlashAttnEngine::compute(const ggml_tensor* node, const ExecContext& cont
     if (mask != nullptr) {
       const int64_t mask_seq = seq % mask->ne[3];
       for (int64_t i = 0; i < t; ++i) {
-        for (int64_t j = 0; j < kv; ++j) mask_rows[i * kv + j] = half_at(mask, j, i, 0, mask_seq);
+        uint16_t* dst = mask_rows.data() + i * kv;
+        if (mask->nb[0] == sizeof(uint16_t)) {  // ggml's masks: rows of contiguous halves
+          std::memcpy(dst, element(mask, 0, i, 0, mask_seq), static_cast<size_t>(kv) * 2);
+        } else {
+          for (int64_t j = 0; j < kv; ++j) dst[j] = half_at(mask, j, i, 0, mask_seq);
+        }
       }
     }
     Fp16Attention call{t,

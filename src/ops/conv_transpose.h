@@ -88,10 +88,10 @@ class ConvTranspose2d {
   // One image in fp32 on the host.
   Status run_host(const float* x, int64_t ih, int64_t iw, float* y,
                   const ExecContext& context) const;
-  // The GEMM on `device` against `weight`, then the scatter; with check_overflow, kUnsupported
-  // when a column became infinite from finite operands (fp16's overflow).
+  // The GEMM on `device` against `weight` (run_linear: kUnsupported when an fp16 column became
+  // infinite from finite operands), then the scatter.
   Status gemm_scatter(Device& device, const PackedWeight& weight, const float* x, int64_t ih,
-                      int64_t iw, float* y, bool check_overflow, const ExecContext& context) const;
+                      int64_t iw, float* y, const ExecContext& context) const;
   Status ensure_host_weight() const;
 
   std::string name_;
