@@ -15,13 +15,15 @@
 # median of all its repetitions, and ratios are to the CPU arm. Measures only; asserts nothing.
 #
 #   bench/llama_bench.sh [model.gguf ...]   (default: the three models above)
-#   ROUNDS=5 REPS=2 THREADS=2 TG=1 SIM=1 FA=1 FA_ROUNDS=3 bench/llama_bench.sh
+#   ROUNDS=5 REPS=2 THREADS=2 TG=1 SIM=1 FA=1 FA_ROUNDS=3 MOE=1 MOE_ROUNDS=3 bench/llama_bench.sh
 #     TG=1 adds tg128 (decode) to the timed rounds; SIM=1 adds the simulated-RK3588 line for
 #     SmolLM2 Q4_1 (one pp512 on device=sim, priced by the cost model). FA=1 (the default) adds
 #     flash attention at a 4K context: pp512 after 3584 tokens (-d 3584 -fa on, so the ubatch
 #     attends over 4096 keys) on SmolLM2 Q4_1, in three arms: the CPU backend, NPUFLOW on host
 #     with every MUL_MAT and FLASH_ATTN_EXT (claim=all), and the same with the attention left on
 #     the CPU backend (NPUFLOW_FA_MIN_KV above the context), FA_ROUNDS rounds of one repetition.
+#     MOE=1 (the default) adds pp512 on the qwen3moe fixture: CPU, NPUFLOW host, and NPUFLOW
+#     under a 4 MiB weight budget with each cache policy (MOE_ROUNDS rounds).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tools/versions.env
@@ -89,6 +91,10 @@ arm() {
     host-all-cpu-fa)
       run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host NPUFLOW_CLAIM=all
         NPUFLOW_FA_MIN_KV=1048576)
+      ;;
+    host-all-4mib-lru | host-all-4mib-lfu)
+      run+=(GGML_BACKEND_PATH="$backend" NPUFLOW_DEVICE=host NPUFLOW_CLAIM=all
+        NPUFLOW_CACHE_MB=4 NPUFLOW_CACHE_POLICY=${name##*-})
       ;;
   esac
   "${run[@]}" "$bench" -m "$model" -t "$threads" "$@"
@@ -204,6 +210,44 @@ for a, label in (("host-all", "NPUFLOW host, MUL_MAT + FLASH_ATTN_EXT"),
     med = statistics.median(ts[a])
     print(f"  {label:<41} {med:8.1f}  {med / cpu:.3f}x CPU  (FLASH_ATTN_EXT on NPUFLOW in the "
           f"stats pass: {fa[a]})")
+PY
+fi
+
+# MoE: the qwen3moe fixture (make setup; 4 blocks, 8 experts of which 2 per token, F32), pp512
+# in four arms per round: the CPU backend, NPUFLOW on host with every MUL_MAT and MUL_MAT_ID
+# (claim=all), and the same under a 4 MiB budget (below its 7 MiB of weights) with each eviction
+# policy, whose expert hit rates the stats pass reports.
+moe=$root/third_party/moe-fixtures/qwen3moe-fixture-F32.gguf
+if [[ ${MOE:-1} == 1 && -f $moe ]]; then
+  moe_arms=(cpu host-all host-all-4mib-lru host-all-4mib-lfu)
+  for a in "${moe_arms[@]:1}"; do
+    arm "$a" 1 "$moe" -r 1 -p 512 -n 0 -o jsonl >/dev/null 2>"$out/moe.$a.stats"
+  done
+  for round in $(seq "${MOE_ROUNDS:-3}"); do
+    for j in 0 1 2 3; do
+      a=${moe_arms[$(((j + round) % 4))]}
+      arm "$a" 0 "$moe" -r "$reps" -p 512 -n 0 -o jsonl 2>/dev/null >>"$out/moe.$a.jsonl"
+    done
+  done
+  python3 - "$out" <<'PY'
+import json, re, statistics, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+arms = ("cpu", "host-all", "host-all-4mib-lru", "host-all-4mib-lfu")
+ts = {a: [json.loads(l)["avg_ts"] for l in (out / f"moe.{a}.jsonl").read_text().splitlines()]
+      for a in arms}
+cpu = statistics.median(ts["cpu"])
+print(f"\nqwen3moe fixture (F32, 8 experts, 2 per token) pp512, median t/s of {len(ts['cpu'])} "
+      "rounds:")
+print(f"  CPU backend                                   {cpu:8.1f}")
+for a, label in (("host-all", "NPUFLOW host, all MUL_MAT(_ID), no budget"),
+                 ("host-all-4mib-lru", "NPUFLOW host, NPUFLOW_CACHE_MB=4, lru"),
+                 ("host-all-4mib-lfu", "NPUFLOW host, NPUFLOW_CACHE_MB=4, lfu")):
+    med = statistics.median(ts[a])
+    total = re.search(r"moe total: .*?cache_hits=(\d+/\d+ \(\d+%\))",
+                      (out / f"moe.{a}.stats").read_text())
+    print(f"  {label:<45} {med:8.1f}  {med / cpu:.3f}x CPU  (expert cache hits in the stats "
+          f"pass: {total.group(1) if total else 'none'})")
 PY
 fi
 

@@ -99,7 +99,9 @@ constexpr std::array kKnobs = {
     KnobSpec{"prof", "NPUFLOW_PROF", KnobKind::kBool, "0", "",
              "1 prints a profile to stderr: when an ONNX Runtime session ends, calls per route "
              "and, on sim, submits, tiles, bytes moved and the modelled RK3588 time; when the "
-             "ggml backend is freed, its counters (MUL_MATs run, M histogram, resident weights)."},
+             "ggml backend is freed, its counters (MUL_MATs run, M histogram, resident weights) "
+             "and, for MoE models, each expert tensor's routing (histogram, skew, cache hit "
+             "rate, bytes packed)."},
     KnobSpec{"min_m", "NPUFLOW_MIN_M", KnobKind::kInt, "128", "1..1048576",
              "ggml backend: a MUL_MAT with an F32/F16/BF16 weight runs on NPUFLOW only with at "
              "least this many activation rows, and a FLASH_ATTN_EXT with this many query rows; "
@@ -112,8 +114,16 @@ constexpr std::array kKnobs = {
              "(n_kv) and min_m query rows, and only with claim=all (or on an NPU); shorter "
              "contexts stay on the CPU backend, where the device's per-call cost outweighs it."},
     KnobSpec{"cache_mb", "NPUFLOW_CACHE_MB", KnobKind::kInt, "0", "0..16777216",
-             "ggml backend: budget in MiB for resident (dequantized, packed) weights; least "
-             "recently used ones are dropped beyond it. 0 means no limit."},
+             "ggml backend: budget in MiB for resident (dequantized, packed) weights, MoE "
+             "experts included; beyond it weights are dropped by cache_policy. 0 means no "
+             "limit."},
+    KnobSpec{"cache_policy", "NPUFLOW_CACHE_POLICY", KnobKind::kChoice, "lfu", "lfu|lru",
+             "ggml backend: which resident weight to drop when cache_mb is full. lfu: the one "
+             "asked for least often, and a new weight displaces only ones asked for less often "
+             "than it (a fixed subset stays resident under a model's cyclic layer order, the hot "
+             "experts under skewed MoE routing); lru: the least recently used, which under that "
+             "cyclic order drops each weight just before its next use (docs/ggml-backend.md has "
+             "both measured)."},
     KnobSpec{"verify", "NPUFLOW_VERIFY", KnobKind::kBool, "0", "",
              "1 checks each claimed node's first device run against the host reference within "
              "the claim's gate; a node outside it is disabled for the session (one warning with "

@@ -74,7 +74,9 @@ void guarded_void(const char* callback, Body&& body) noexcept {
 struct BackendContext {
   explicit BackendContext(RegContext& reg)
       : engine(*reg.device, reg.logger,
-               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024),
+               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024,
+               reg.knobs.text("cache_policy") == "lru" ? EvictionPolicy::kLeastRecentlyUsed
+                                                       : EvictionPolicy::kFrequency),
         attention(*reg.device, reg.logger) {}
   MatmulEngine engine;
   FlashAttnEngine attention;
@@ -104,6 +106,9 @@ void backend_free(ggml_backend_t backend) {
           str_cat("npuflow: NPUFLOW backend (", idle ? "idle" : g_reg->device->name(),
                   ") stats: ", ctx->engine.summary(), ctx->attention.summary(), "\n");
       for (const std::string& line : g_reg->policy->summary()) {
+        block += str_cat("npuflow: ", line, "\n");
+      }
+      for (const std::string& line : ctx->engine.routing_profile()) {
         block += str_cat("npuflow: ", line, "\n");
       }
       std::fwrite(block.data(), 1, block.size(), stderr);
@@ -432,7 +437,7 @@ const ggml_backend_reg_i kRegInterface = {
 // claim=faster's measurement of one shape: the CPU backend against a private MatmulEngine on this
 // device (its resident weight is dropped afterwards; its runs are not counted in the stats).
 Result<MatmulCost> measure_on(RegContext& reg, ggml_type type, const MatmulCostKey& key) {
-  MatmulEngine engine(*reg.device, reg.logger, 0, /*counted=*/false);
+  MatmulEngine engine(*reg.device, reg.logger, 0, EvictionPolicy::kFrequency, /*counted=*/false);
   const ExecContext exec = exec_with_threads(key.threads);
   auto cost = measure_mul_mat(ProbeShape{type, key.k, key.n, key.rows, key.threads},
                               [&](const ggml_tensor* node) { return engine.compute(node, exec); });

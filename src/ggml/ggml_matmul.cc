@@ -197,25 +197,29 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
   // thrown, is answered by the host reference: a claim never fails a run.
   auto on_device = [&] {
     return status_of([&]() -> Status {
-      bool packed_now = false;
-      const ResidentWeightStats before = cache_.stats();
-      auto weight = cache_.get_or_pack(p.weight, p.fingerprint, [&]() {
-        packed_now = true;
-        std::vector<float> rows(static_cast<size_t>(p.n * p.k));
-        constexpr int64_t kRowsPerTask = 64;
-        context.run(static_cast<size_t>((p.n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
-          throw_if_injected(FaultPoint::kDeviceCompute);
-          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
-          for (int64_t r = first; r < std::min(p.n, first + kRowsPerTask); ++r) {
-            weight_row(r, rows.data() + r * p.k);
-          }
-        });
-        return pack_linear_weight(device_, rows.data(), p.k, p.n);
-      });
-      if (counted_) {
-        counters().count_weight(packed_now, packed_now && cache_.stats().repacks > before.repacks);
-      }
+      CacheOutcome outcome = CacheOutcome::kHit;
+      auto weight = cache_.get_or_pack(
+          p.weight, p.fingerprint,
+          [&]() {
+            std::vector<float> rows(static_cast<size_t>(p.n * p.k));
+            constexpr int64_t kRowsPerTask = 64;
+            context.run(static_cast<size_t>((p.n + kRowsPerTask - 1) / kRowsPerTask),
+                        [&](size_t task) {
+                          throw_if_injected(FaultPoint::kDeviceCompute);
+                          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+                          for (int64_t r = first; r < std::min(p.n, first + kRowsPerTask); ++r) {
+                            weight_row(r, rows.data() + r * p.k);
+                          }
+                        });
+            return pack_linear_weight(device_, rows.data(), p.k, p.n);
+          },
+          &outcome);
       if (!weight.is_ok()) return weight.status();
+      const bool packed = outcome != CacheOutcome::kHit;
+      if (counted_) counters().count_weight(packed, outcome == CacheOutcome::kRepacked);
+      if (p.expert_of != nullptr) {
+        routing_.record_expert(p.expert_of, outcome, packed ? weight.value()->resident_bytes() : 0);
+      }
       return run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
     });
   };
@@ -292,6 +296,11 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
       routed[static_cast<size_t>(expert)].emplace_back(e, t);
     }
   }
+  std::vector<int64_t> rows_per_expert(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    rows_per_expert[static_cast<size_t>(e)] = static_cast<int64_t>(routed[e].size());
+  }
+  routing_.record_call(as->name, rows_per_expert);
   const bool immutable = immutable_weight(as);
   std::vector<float> x, y;
   bool any_fallback = false;
@@ -320,7 +329,8 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
         x.data(),
         m,
         y.data(),
-        str_cat("MUL_MAT_ID '", node->name, "' expert ", expert, " (", describe(c), ")")};
+        str_cat("MUL_MAT_ID '", node->name, "' expert ", expert, " (", describe(c), ")"),
+        as->name};
     bool fallback = false;
     NPUFLOW_RETURN_IF_ERROR(product(p, context, fallback));
     any_fallback = any_fallback || fallback;

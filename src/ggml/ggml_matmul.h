@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "device/device.h"
@@ -15,6 +17,7 @@
 #include "ops/device_fallback.h"
 #include "pack/resident_weights.h"
 #include "route/matmul_route.h"
+#include "route/moe_routing_profile.h"
 
 namespace npuflow::ggml {
 
@@ -48,8 +51,9 @@ int m_bucket(int64_t m);
 class MatmulEngine {
  public:
   // counted=false: its runs stay out of the process-wide counters (claim=faster's cost probe).
-  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes, bool counted = true)
-      : device_(device), logger_(logger), cache_(cache_bytes), counted_(counted) {}
+  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes,
+               EvictionPolicy policy = EvictionPolicy::kFrequency, bool counted = true)
+      : device_(device), logger_(logger), cache_(cache_bytes, policy), counted_(counted) {}
 
   // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
   Status compute(const ggml_tensor* node, const ExecContext& context);
@@ -60,6 +64,8 @@ class MatmulEngine {
 
   // One line: what this backend ran (printed at free with NPUFLOW_PROF=1 or NPUFLOW_LOG=info).
   std::string summary() const;
+  // MUL_MAT_ID's routing per expert tensor (moe_routing_profile.h); empty without MoE.
+  std::vector<std::string> routing_profile() const { return routing_.lines(); }
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
@@ -75,7 +81,8 @@ class MatmulEngine {
     const float* x;
     int64_t m;
     float* y;
-    std::string what;  // names the product in the fallback's warning
+    std::string what;                 // names the product in the fallback's warning
+    const char* expert_of = nullptr;  // a MoE expert of this tensor: counted in routing_
   };
   // Packs on first use and runs on the device; the host reference on a refusal or failure
   // (fallback set, counted, said once).
@@ -84,6 +91,7 @@ class MatmulEngine {
   Device& device_;
   const Logger& logger_;
   ResidentWeightCache cache_;
+  RoutingProfile routing_;
   const bool counted_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;

@@ -1,5 +1,6 @@
 #include "pack/resident_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace npuflow {
@@ -36,13 +37,67 @@ uint64_t content_hash(const void* data, size_t size, bool full) {
   return h;
 }
 
+const char* eviction_policy_name(EvictionPolicy policy) {
+  return policy == EvictionPolicy::kFrequency ? "lfu" : "lru";
+}
+
+void ResidentWeightCache::count_request(const void* identity) {
+  if (budget_ == 0 || policy_ != EvictionPolicy::kFrequency) return;
+  ++frequency_[identity];
+  // Aging: halving every count keeps their order but lets a weight that went cold make room.
+  constexpr size_t kAgingRequestsPerIdentity = 10;
+  if (++requests_since_aging_ < kAgingRequestsPerIdentity * frequency_.size()) return;
+  requests_since_aging_ = 0;
+  for (auto it = frequency_.begin(); it != frequency_.end();) {
+    it->second /= 2;
+    if (it->second == 0 && entries_.count(it->first) == 0) {
+      it = frequency_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint32_t ResidentWeightCache::frequency(const void* identity) const {
+  const auto it = frequency_.find(identity);
+  return it == frequency_.end() ? 0 : it->second;
+}
+
+const void* ResidentWeightCache::next_victim(const std::vector<const void*>& spared) const {
+  const void* victim = nullptr;
+  uint32_t lowest = 0;
+  // From the least recently used end: the first unspared one for LRU; for kFrequency the first
+  // of the lowest count, so ties go to the least recently used.
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    if (std::find(spared.begin(), spared.end(), *it) != spared.end()) continue;
+    if (policy_ == EvictionPolicy::kLeastRecentlyUsed) return *it;
+    const uint32_t count = frequency(*it);
+    if (victim == nullptr || count < lowest) {
+      victim = *it;
+      lowest = count;
+    }
+  }
+  return victim;
+}
+
+void ResidentWeightCache::evict(const void* identity) {
+  auto it = entries_.find(identity);
+  stats_.resident_bytes -= it->second.weight->resident_bytes();
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+  stats_.evictions++;
+}
+
 Result<std::shared_ptr<const PackedWeight>> ResidentWeightCache::get_or_pack(
-    const void* identity, const WeightFingerprint& fingerprint, const Packer& pack) {
+    const void* identity, const WeightFingerprint& fingerprint, const Packer& pack,
+    CacheOutcome* outcome) {
   std::lock_guard<std::mutex> lock(mutex_);
+  count_request(identity);
   auto it = entries_.find(identity);
   if (it != entries_.end() && it->second.fingerprint == fingerprint) {
     stats_.hits++;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
+    if (outcome != nullptr) *outcome = CacheOutcome::kHit;
     return it->second.weight;
   }
   auto packed = pack();
@@ -54,8 +109,27 @@ Result<std::shared_ptr<const PackedWeight>> ResidentWeightCache::get_or_pack(
     it->second.fingerprint = fingerprint;
     it->second.weight = weight;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
+    if (outcome != nullptr) *outcome = CacheOutcome::kRepacked;
   } else {
     stats_.packs++;
+    if (outcome != nullptr) *outcome = CacheOutcome::kPacked;
+    if (budget_ != 0 && policy_ == EvictionPolicy::kFrequency) {
+      // Admission: make room only from weights asked for less often than this one.
+      std::vector<const void*> victims;
+      size_t freed = 0;
+      while (stats_.resident_bytes - freed + weight->resident_bytes() > budget_) {
+        const void* victim = next_victim(victims);
+        if (victim == nullptr) break;
+        if (frequency(victim) >= frequency(identity)) {
+          stats_.not_kept++;
+          if (outcome != nullptr) *outcome = CacheOutcome::kPackedNotKept;
+          return weight;
+        }
+        victims.push_back(victim);
+        freed += entries_.at(victim).weight->resident_bytes();
+      }
+      for (const void* victim : victims) evict(victim);
+    }
     lru_.push_front(identity);
     entries_.emplace(identity, Entry{fingerprint, weight, lru_.begin()});
   }
@@ -67,12 +141,10 @@ Result<std::shared_ptr<const PackedWeight>> ResidentWeightCache::get_or_pack(
 
 void ResidentWeightCache::evict_over_budget(const void* keep) {
   if (budget_ == 0) return;
-  while (stats_.resident_bytes > budget_ && !lru_.empty() && lru_.back() != keep) {
-    auto it = entries_.find(lru_.back());
-    stats_.resident_bytes -= it->second.weight->resident_bytes();
-    lru_.pop_back();
-    entries_.erase(it);
-    stats_.evictions++;
+  while (stats_.resident_bytes > budget_) {
+    const void* victim = next_victim({keep});
+    if (victim == nullptr) return;
+    evict(victim);
   }
 }
 
@@ -85,6 +157,8 @@ void ResidentWeightCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
   lru_.clear();
+  frequency_.clear();
+  requests_since_aging_ = 0;
   stats_.entries = 0;
   stats_.resident_bytes = 0;
 }

@@ -103,3 +103,50 @@ def test_moe_greedy_text_is_identical(arch, tmp_path):
     # it does every decode step's.
     assert Counters(err).mul_mat_id == (MOE_LAYERS - 1) * 3
 
+
+# The resident expert cache under a budget below the working set (4 MiB for the fixture's 6 MiB
+# of experts plus its dense weights), both policies against no budget, and the routing profile
+# that NPUFLOW_PROF=1 prints (route/moe_routing_profile.h).
+PROFILE = re.compile(r"npuflow: moe (blk\.\d+\.ffn_\w+_exps\.weight): calls=(\d+) rows=(\d+) "
+                     r"cache_hits=(\d+)/(\d+) \(\d+%\) packed=(\d+) not_kept=(\d+) .*"
+                     r"experts=(\d+) gini=([\d.]+) .* hist=\{([\d,]+)\}")
+TOTAL = re.compile(r"npuflow: moe total: calls=(\d+) rows=(\d+) cache_hits=(\d+)/(\d+)")
+POLICY_CTX, POLICY_CHUNKS = 128, 8
+
+
+def profiled_run(budget_mb: int, policy: str):
+    env = dict(HOST_ALL, NPUFLOW_PROF="1", NPUFLOW_CACHE_MB=str(budget_mb),
+               NPUFLOW_CACHE_POLICY=policy)
+    ppl, out = perplexity(moe_fixture("qwen3moe"), PROSE, POLICY_CTX, POLICY_CHUNKS, backend=True,
+                          env=env)
+    tensors = {m[0]: m for m in PROFILE.findall(out)}
+    total = TOTAL.findall(out)
+    assert total, out[-3000:]
+    hits, served = int(total[-1][2]), int(total[-1][3])
+    return ppl, tensors, hits, served, Counters(out)
+
+
+def test_moe_expert_cache_lfu_keeps_hot_experts_where_lru_thrashes_and_profiles_routing():
+    ppl_all, tensors, hits_all, served, counters = profiled_run(0, "lfu")
+    ppl_lru, _, hits_lru, served_lru, _ = profiled_run(4, "lru")
+    ppl_lfu, _, hits_lfu, served_lfu, _ = profiled_run(4, "lfu")
+    print(f"expert cache hits of {served}: no budget {hits_all}, 4 MiB lru {hits_lru}, "
+          f"4 MiB lfu {hits_lfu}")
+    # Eviction changes where a weight lives, never what is computed (host: fp32 either way).
+    assert ppl_lru == ppl_all and ppl_lfu == ppl_all
+    assert served_lru == served_lfu == served
+    # Without a budget every expert is packed once. Under 4 MiB, LRU drops each expert just
+    # before the next chunk asks for it again; frequency keeps the hot ones.
+    assert served - hits_all == MOE_LAYERS * 3 * 8
+    assert hits_lru == 0
+    assert hits_lfu >= 0.4 * served
+    # The profile: a line per expert tensor, every routed row counted (tokens x 2 used per call;
+    # the last block routes only the rows perplexity scores), the histogram over the 8 experts.
+    assert len(tensors) == MOE_LAYERS * 3
+    for name, (_, calls, rows, _, _, _, _, experts, gini, hist) in tensors.items():
+        counts = [int(c) for c in hist.split(",")]
+        assert int(experts) == len(counts) == 8 and sum(counts) == int(rows)
+        assert int(calls) == POLICY_CHUNKS == counters.mul_mat_id // (MOE_LAYERS * 3)
+        last = name.startswith(f"blk.{MOE_LAYERS - 1}.")
+        assert int(rows) == POLICY_CHUNKS * POLICY_CTX * 2 // (2 if last else 1), name
+        assert 0 <= float(gini) < 1

@@ -60,7 +60,7 @@ class CountingWeight final : public PackedWeight {
 };
 
 TEST(ResidentWeightCache, PacksOnceRepacksWhenTheFingerprintChangesAndEvictsOverBudget) {
-  ResidentWeightCache cache(2048);  // room for two weights
+  ResidentWeightCache cache(2048, EvictionPolicy::kLeastRecentlyUsed);  // room for two weights
   int packs = 0;
   auto packer = [&]() -> Result<std::unique_ptr<PackedWeight>> {
     packs++;
