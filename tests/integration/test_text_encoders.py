@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import ROOT
+from conftest import BUILD_DIR, ROOT
 from gates import agreement, assert_every_call_on_the_device, assert_matches, ended_session_profile
 from vision_fixtures import vision_claims, vision_refusals
 
@@ -110,7 +110,10 @@ def test_real_sentence_encoder_with_attention_on_the_simulator(sessions, stem, c
     assert_every_call_on_the_device(profile)
     layers = REAL[stem][0]
     assert f"of the calls, {layers * len(SENTENCES)} flash attention" in profile.text, profile.text
-    assert f"rocket_flash_attn_fp16_ctx calls={layers * len(SENTENCES)}" in profile.text
+    # sim reaches the simulator through the rocket adapter where the module is built (it needs
+    # librocketnpu's headers at configure time), else directly (knobs.md, sim_via).
+    if (BUILD_DIR / "lib" / "libnpuflow-device-rocket.so").exists():
+        assert f"rocket_flash_attn_fp16_ctx calls={layers * len(SENTENCES)}" in profile.text
     assert "did not take a" not in profile.text, profile.text
 
 
