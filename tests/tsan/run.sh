@@ -31,7 +31,8 @@ unet=$root/tests/fixtures/conv/unet_dynamo.onnx
 # One intra-op thread per session: ONNX Runtime (not built with TSan) hands tasks to its pool
 # threads through atomics TSan cannot see, which shows as races in whatever the task touches. The
 # 4 calling threads still share the session, its kernels, resident weights and device.
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+# The suppressions name glibc's dynamic-TLS teardown only (suppressions.txt says why).
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/suppressions.txt"
 status=0
 configs=("$qdq --dim 32 --device host --runs $runs"
          "$qdq --dim 32 --device sim --fail-every 7 --runs $sim_runs"
