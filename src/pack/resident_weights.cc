@@ -37,10 +37,6 @@ uint64_t content_hash(const void* data, size_t size, bool full) {
   return h;
 }
 
-const char* eviction_policy_name(EvictionPolicy policy) {
-  return policy == EvictionPolicy::kFrequency ? "lfu" : "lru";
-}
-
 void ResidentWeightCache::count_request(const void* identity) {
   if (budget_ == 0 || policy_ != EvictionPolicy::kFrequency) return;
   ++frequency_[identity];

@@ -100,6 +100,4 @@ class ResidentWeightCache {
   ResidentWeightStats stats_;
 };
 
-const char* eviction_policy_name(EvictionPolicy policy);
-
 }  // namespace npuflow

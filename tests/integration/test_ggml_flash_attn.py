@@ -10,6 +10,7 @@ import re
 import pytest
 
 import ggml_tools
+from conftest import SLICE
 from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters,
                         backend_ops_cases)
 
@@ -19,7 +20,7 @@ from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters,
 # NPUFLOW_TEST_FA_ALL=1 for all of them (the 2K-8K key cases add minutes on two cores).
 if os.environ.get("NPUFLOW_TEST_FA_ALL") == "1":
     CASES = None
-elif int(os.environ.get("NPUFLOW_TEST_SLICE", "1") or "1") > 1:
+elif SLICE > 1:
     CASES = "kv=512,nb=(1|3),"
 else:
     CASES = "kv=(113|512|1024),"

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from conftest import SLICE
 from ggml_tools import (HOST_ALL, MOE_ARCHS, MOE_LAYERS, PROSE, Counters, backend_ops_cases,
                         moe_fixture, perplexity, run, tool)
 
@@ -18,7 +19,7 @@ from ggml_tools import (HOST_ALL, MOE_ARCHS, MOE_LAYERS, PROSE, Counters, backen
 # about nine minutes on two cores).
 if os.environ.get("NPUFLOW_TEST_MOE_ALL") == "1":
     CASES = None
-elif int(os.environ.get("NPUFLOW_TEST_SLICE", "1") or "1") > 1:
+elif SLICE > 1:
     CASES = "n_mats=4,.*m=(512|32),"
 else:
     CASES = "n_mats=(4|8),.*m=(512|32),"
