@@ -61,6 +61,26 @@ install_onnxruntime_sdk() {
   ln -sfn "$dest" "$root/third_party/onnxruntime"
 }
 
+# stable-diffusion.cpp's spectrum.hpp (and its MIT licence) from the pinned
+# stable-diffusion-cpp-python sdist: only that header, so that the differential test
+# (tests/sdcpp) compiles it against its stand-ins for the headers it includes.
+install_sdcpp_spectrum() {
+  local dest=$cache/sdcpp-spectrum-$STABLE_DIFFUSION_CPP_PYTHON_VERSION
+  [[ -f $dest/.complete ]] && return 0
+  log "fetching stable-diffusion-cpp-python $STABLE_DIFFUSION_CPP_PYTHON_VERSION sdist (sd.cpp's spectrum.hpp) from PyPI"
+  local work tree
+  work=$(mktemp -d)
+  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    "stable-diffusion-cpp-python==$STABLE_DIFFUSION_CPP_PYTHON_VERSION" -d "$work"
+  tree=stable_diffusion_cpp_python-$STABLE_DIFFUSION_CPP_PYTHON_VERSION/vendor/stable-diffusion.cpp
+  tar -xzf "$work/stable_diffusion_cpp_python-$STABLE_DIFFUSION_CPP_PYTHON_VERSION.tar.gz" -C "$work" \
+    "$tree/src/spectrum.hpp" "$tree/LICENSE"
+  rm -rf "$dest" && mkdir -p "$dest"
+  mv "$work/$tree/src/spectrum.hpp" "$work/$tree/LICENSE" "$dest/"
+  rm -rf "$work"
+  touch "$dest/.complete"
+}
+
 # llama.cpp from the pinned llama-cpp-python sdist (its vendor/llama.cpp tree), built once into
 # the cache with dynamic backends and without CPU_REPACK, so a runtime-loaded ACCEL backend sees
 # the host-resident weights. Only the targets npuflow's tests and benchmarks use are built.
@@ -243,6 +263,7 @@ if [[ ${1:-all} != ggml ]]; then
   install_onnxruntime_sdk
 fi
 install_llama_cpp
+install_sdcpp_spectrum
 install_smollm2
 install_moe_fixtures
 install_text_models
