@@ -15,7 +15,7 @@ DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all \
-        test-ggml-moe-all
+        test-ggml-moe-all fixtures-dit bench-diffusion
 
 all: build
 
@@ -180,6 +180,22 @@ test-ggml-fa-all: build
 test-ggml-moe-all: build
 	NPUFLOW_TEST_MOE_ALL=1 NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
 	  tests/integration/test_ggml_mul_mat_id.py
+
+# The DiT twin of docs/diffusion.md (random weights, written by tools/dit_twin.py into the cache,
+# keyed by that script, and linked as build/fixtures/dit-twin.safetensors).
+DIT_TWIN := $(NPUFLOW_CACHE)/dit-twin-$(shell sha1sum tools/dit_twin.py | cut -c1-12).safetensors
+$(DIT_TWIN): tools/dit_twin.py | setup
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/dit_twin.py write $@
+fixtures-dit: $(DIT_TWIN)
+	@mkdir -p $(BUILD_DIR)/fixtures
+	ln -sfn $(DIT_TWIN) $(BUILD_DIR)/fixtures/dit-twin.safetensors
+
+# The twin at 20 steps on host, uncached and with Spectrum: evaluations, time and the PSNR of
+# each latent against the uncached one (bench/diffusion.py).
+bench-diffusion: build fixtures-dit
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/diffusion.py \
+	  $(BUILD_DIR)/fixtures/dit-twin.safetensors $(BENCH_DIFFUSION_ARGS)
 
 # `npuflow plan` beside every published RK3588 figure (docs/simulator.md, "Validation against the
 # boards"): real-size models exported once into the bench cache. --fit re-solves the two fitted

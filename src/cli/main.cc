@@ -25,6 +25,9 @@ void print_usage() {
       "  plan MODEL.onnx [--rows N] [--json] [--plot OUT.png] [--attention host|npu]\n"
       "       [--constant NAME=VALUE]       one inference priced on an RK3588 board, whole graph\n"
       "                                    and by phase, with npuflow and on the CPU EP alone\n"
+      "  diffuse MODEL.safetensors [--steps N] [--cfg S] [--seed K] [--spectrum]\n"
+      "       [--spectrum-option k=v,...] [--out LATENT.npy] [--trace DIR] [--json]\n"
+      "                                    denoises a latent with a DiT (docs/diffusion.md)\n"
       "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
       "  constants                          the simulator's cost constants, tagged and sourced\n"
       "  version, --version                 npuflow and ONNX Runtime versions\n"
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
     if (command == "knobs") return knobs_command(args);
     if (command == "constants") return constants_command();
     if (command == "version" || command == "--version") return version_command();
+    if (command == "diffuse") return npuflow::cli::diffuse_command(args);
     if (command == "explain" || command == "demo" || command == "plan") {
       npuflow::cli::load_onnxruntime();
       if (command == "explain") return npuflow::cli::explain_command(args);

@@ -22,4 +22,9 @@ struct ExecContext {
   bool has_pool() const { return static_cast<bool>(parallel_for); }
 };
 
+// A pool of `threads` OpenMP workers for front ends that have no runtime pool to lend (ggml's
+// backend, the diffusion CLI); 1 or less runs inline. An exception thrown by a task is rethrown
+// on the calling thread (one may not leave an OpenMP region).
+ExecContext openmp_exec_context(int threads);
+
 }  // namespace npuflow

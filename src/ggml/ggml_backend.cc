@@ -6,18 +6,16 @@
 // ggml_offload_policy.h), and, with claim=all only (no cost is measured for them), the prefill
 // MUL_MAT_IDs (MoE experts, resident per expert) and FLASH_ATTN_EXTs from fa_min_kv keys;
 // everything else, decode included, stays on the CPU.
-#include <omp.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "core/knobs.h"
+#include "core/parallel.h"
 #include "core/strings.h"
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
@@ -122,37 +120,9 @@ void backend_free(ggml_backend_t backend) {
   delete backend;
 }
 
-// Runs tasks on an OpenMP team. An exception may not leave a parallel region (the runtime would
-// terminate the program): the first one is kept and rethrown on the calling thread.
-void omp_parallel_for(int threads, size_t count, const std::function<void(size_t)>& task) {
-  const int64_t n = static_cast<int64_t>(count);
-  std::mutex mutex;
-  std::exception_ptr failure;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      task(static_cast<size_t>(i));
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
-}
-
-ExecContext exec_with_threads(int threads) {
-  ExecContext exec;
-  if (threads > 1) {
-    exec.parallel_for = [threads](size_t count, const std::function<void(size_t)>& task) {
-      omp_parallel_for(threads, count, task);
-    };
-  }
-  return exec;
-}
-
 ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
   throw_if_injected(FaultPoint::kGraphCompute);
-  const ExecContext exec = exec_with_threads(resolve_threads(*ctx));
+  const ExecContext exec = openmp_exec_context(resolve_threads(*ctx));
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
     if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0) continue;
@@ -438,7 +408,7 @@ const ggml_backend_reg_i kRegInterface = {
 // device (its resident weight is dropped afterwards; its runs are not counted in the stats).
 Result<MatmulCost> measure_on(RegContext& reg, ggml_type type, const MatmulCostKey& key) {
   MatmulEngine engine(*reg.device, reg.logger, 0, EvictionPolicy::kFrequency, /*counted=*/false);
-  const ExecContext exec = exec_with_threads(key.threads);
+  const ExecContext exec = openmp_exec_context(key.threads);
   auto cost = measure_mul_mat(ProbeShape{type, key.k, key.n, key.rows, key.threads},
                               [&](const ggml_tensor* node) { return engine.compute(node, exec); });
   if (cost.is_ok() && engine.fallbacks() > 0) {

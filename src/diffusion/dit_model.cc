@@ -1,0 +1,503 @@
+#include "diffusion/dit_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/strings.h"
+#include "ops/device_attention.h"
+#include "ops/float_linear.h"
+#include "ops/host_attention.h"
+
+namespace npuflow::diffusion {
+
+struct DitModel::Linear {
+  std::string name;
+  int64_t in = 0, out = 0;
+  const float* host = nullptr;           // [out][in]: into the file, or into `fused`
+  std::vector<float> fused;              // rows of several tensors stacked (QKV, cross K|V)
+  std::unique_ptr<PackedWeight> packed;  // null: the device would not take it
+};
+
+struct DitModel::Block {
+  struct Modulator {
+    const Linear* down = nullptr;  // [r, D]
+    const Linear* up = nullptr;    // [3D, r]
+  };
+  Modulator self_mod, cross_mod, mlp_mod;
+  const Linear* qkv = nullptr;  // [3D, D]
+  const Linear* self_out = nullptr;
+  const float* self_q_norm = nullptr;
+  const float* self_k_norm = nullptr;
+  const Linear* cross_q = nullptr;
+  const Linear* cross_kv = nullptr;  // [2D, Dc]
+  const Linear* cross_out = nullptr;
+  const float* cross_q_norm = nullptr;
+  const float* cross_k_norm = nullptr;
+  const Linear* fc1 = nullptr;
+  const Linear* fc2 = nullptr;
+};
+
+DitModel::~DitModel() = default;
+
+namespace {
+
+constexpr float kNormEps = 1e-6f;
+
+Result<int64_t> metadata_int(const SafetensorsFile& file, const std::string& key) {
+  const auto text = file.metadata(key);
+  if (!text) return invalid_argument(str_cat(file.path(), ": no metadata ", key));
+  const auto value = parse_int(*text);
+  if (!value || *value <= 0 || *value > (int64_t{1} << 24))
+    return invalid_argument(str_cat(file.path(), ": metadata ", key, " = '", *text, "'"));
+  return *value;
+}
+
+float silu(float u) {
+  return u / (1.0f + std::exp(-u));
+}
+
+float gelu_tanh(float u) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * u * (1.0f + std::tanh(kSqrt2OverPi * (u + 0.044715f * u * u * u)));
+}
+
+// u / sqrt(mean(u^2) + eps) * weight, over `size` values in place.
+void rms_normalize(float* u, int64_t size, const float* weight) {
+  double squares = 0.0;
+  for (int64_t i = 0; i < size; ++i) squares += double(u[i]) * u[i];
+  const float inverse = static_cast<float>(1.0 / std::sqrt(squares / size + kNormEps));
+  for (int64_t i = 0; i < size; ++i) u[i] = u[i] * inverse * weight[i];
+}
+
+// h = layernorm(x) * (1 + scale) + shift per row; layernorm without affine, population variance.
+void modulated_layernorm(const float* x, int64_t rows, int64_t width, const float* shift,
+                         const float* scale, float* h, const ExecContext& exec) {
+  exec.run(static_cast<size_t>(rows), [&](size_t r) {
+    const float* in = x + r * width;
+    float* out = h + r * width;
+    double sum = 0.0;
+    for (int64_t i = 0; i < width; ++i) sum += in[i];
+    const double mean = sum / width;
+    double squares = 0.0;
+    for (int64_t i = 0; i < width; ++i) squares += (in[i] - mean) * (in[i] - mean);
+    const float inverse = static_cast<float>(1.0 / std::sqrt(squares / width + kNormEps));
+    const float centre = static_cast<float>(mean);
+    for (int64_t i = 0; i < width; ++i)
+      out[i] = (in[i] - centre) * inverse * (1.0f + scale[i]) + shift[i];
+  });
+}
+
+// x += gate * f per row.
+void gated_residual(float* x, const float* f, const float* gate, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < width; ++i) x[r * width + i] += gate[i] * f[r * width + i];
+}
+
+// Per-head RMSNorm of the `heads` x head_dim values at column `offset` of each row.
+void normalize_heads(float* rows, int64_t count, int64_t stride, int64_t offset, int64_t heads,
+                     int64_t head_dim, const float* weight, const ExecContext& exec) {
+  exec.run(static_cast<size_t>(count), [&](size_t r) {
+    for (int64_t e = 0; e < heads; ++e)
+      rms_normalize(rows + r * stride + offset + e * head_dim, head_dim, weight);
+  });
+}
+
+// cos and sin of every token's rotation angles: [tokens][head_dim / 2] each (docs/diffusion.md).
+struct RopeTable {
+  std::vector<float> cos, sin;
+};
+
+RopeTable rope_table(const DitConfig& c, int64_t rows, int64_t cols) {
+  const int64_t pairs = c.head_dim() / 2;
+  RopeTable table;
+  table.cos.resize(static_cast<size_t>(rows * cols * pairs));
+  table.sin.resize(table.cos.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t token = i * cols + j;
+      int64_t pair = 0;
+      for (int axis = 0; axis < 3; ++axis) {
+        const int64_t d = c.rope_split[axis];
+        const double position = axis == 0 ? 0.0 : axis == 1 ? double(i) : double(j);
+        const double theta =
+            axis == 0 ? 10000.0 : 10000.0 * std::pow(4.0, double(d) / double(d - 2));
+        for (int64_t p = 0; p < d / 2; ++p, ++pair) {
+          const double angle = position * std::pow(theta, -2.0 * double(p) / double(d));
+          table.cos[token * pairs + pair] = static_cast<float>(std::cos(angle));
+          table.sin[token * pairs + pair] = static_cast<float>(std::sin(angle));
+        }
+      }
+    }
+  }
+  return table;
+}
+
+// Rotates each head's pairs of the `heads` x head_dim values at column `offset` of each row.
+void apply_rope(float* rows, int64_t count, int64_t stride, int64_t offset, int64_t heads,
+                int64_t head_dim, const RopeTable& table) {
+  const int64_t pairs = head_dim / 2;
+  for (int64_t r = 0; r < count; ++r) {
+    const float* cos = table.cos.data() + r * pairs;
+    const float* sin = table.sin.data() + r * pairs;
+    for (int64_t e = 0; e < heads; ++e) {
+      float* u = rows + r * stride + offset + e * head_dim;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const float u0 = u[2 * p], u1 = u[2 * p + 1];
+        u[2 * p] = u0 * cos[p] - u1 * sin[p];
+        u[2 * p + 1] = u0 * sin[p] + u1 * cos[p];
+      }
+    }
+  }
+}
+
+// softmax(q k^T / sqrt(hd)) v per head: q [queries][D]; kv [keys][2D] (k | v); out [queries][D].
+// Tasks by (head, block of queries); each head's keys transposed once so the score loop runs
+// along contiguous keys.
+void cross_attention(const float* q, const float* kv, int64_t queries, int64_t keys, int64_t heads,
+                     int64_t head_dim, float* out, const ExecContext& exec) {
+  const int64_t hidden = heads * head_dim;
+  std::vector<float> keys_t(static_cast<size_t>(hidden * keys));  // [head][d][key]
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t c = 0; c < hidden; ++c) keys_t[c * keys + j] = kv[j * 2 * hidden + c];
+  constexpr int64_t kQueryBlock = 32;
+  const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  exec.run(static_cast<size_t>(heads * blocks), [&](size_t task) {
+    const int64_t e = static_cast<int64_t>(task) / blocks;
+    const int64_t first = (static_cast<int64_t>(task) % blocks) * kQueryBlock;
+    std::vector<float> scores(static_cast<size_t>(keys));
+    std::vector<double> acc(static_cast<size_t>(head_dim));
+    for (int64_t i = first; i < std::min(queries, first + kQueryBlock); ++i) {
+      const float* qi = q + i * hidden + e * head_dim;
+      std::fill(scores.begin(), scores.end(), 0.0f);
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float qd = qi[d] * scale;
+        const float* kt = keys_t.data() + (e * head_dim + d) * keys;
+        for (int64_t j = 0; j < keys; ++j) scores[j] += qd * kt[j];
+      }
+      const float top = *std::max_element(scores.begin(), scores.end());
+      double total = 0.0;
+      for (float& s : scores) {
+        s = std::exp(s - top);
+        total += s;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < keys; ++j) {
+        const float* vj = kv + j * 2 * hidden + hidden + e * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] += double(scores[j]) * vj[d];
+      }
+      float* oi = out + i * hidden + e * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) oi[d] = static_cast<float>(acc[d] / total);
+    }
+  });
+}
+
+}  // namespace
+
+Result<DitConfig> read_dit_config(const SafetensorsFile& file) {
+  DitConfig c;
+  struct Field {
+    const char* key;
+    int64_t* value;
+  };
+  const Field fields[] = {{"dit.hidden", &c.hidden},
+                          {"dit.heads", &c.heads},
+                          {"dit.blocks", &c.blocks},
+                          {"dit.mlp_ratio", &c.mlp_ratio},
+                          {"dit.adaln_rank", &c.adaln_rank},
+                          {"dit.context_dim", &c.context_dim},
+                          {"dit.context_tokens", &c.context_tokens},
+                          {"dit.latent_channels", &c.latent_channels},
+                          {"dit.patch", &c.patch},
+                          {"dit.image_tokens", &c.image_tokens}};
+  for (const Field& f : fields) {
+    auto value = metadata_int(file, f.key);
+    if (!value.is_ok()) return value.status();
+    *f.value = value.value();
+  }
+  if (c.hidden % c.heads != 0)
+    return invalid_argument(
+        str_cat(file.path(), ": hidden ", c.hidden, " is not a multiple of ", c.heads, " heads"));
+  const auto split = file.metadata("dit.rope_split");
+  if (!split) return invalid_argument(str_cat(file.path(), ": no metadata dit.rope_split"));
+  std::vector<int64_t> parts;
+  for (size_t start = 0; start <= split->size();) {
+    const size_t comma = std::min(split->find(',', start), split->size());
+    const auto part = parse_int(std::string_view(*split).substr(start, comma - start));
+    if (!part) return invalid_argument(str_cat(file.path(), ": dit.rope_split '", *split, "'"));
+    parts.push_back(*part);
+    start = comma + 1;
+  }
+  // Even sections summing to head_dim; the h and w bases need d > 2 (theta * 4^(d / (d - 2))).
+  if (parts.size() != 3 || parts[0] < 0 || parts[1] < 4 || parts[2] < 4 || parts[0] % 2 ||
+      parts[1] % 2 || parts[2] % 2 || parts[0] + parts[1] + parts[2] != c.head_dim())
+    return invalid_argument(str_cat(file.path(), ": dit.rope_split '", *split,
+                                    "' is not three even sections (h and w >= 4) summing to ",
+                                    c.head_dim()));
+  c.rope_split = {parts[0], parts[1], parts[2]};
+  return c;
+}
+
+Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const SafetensorsFile> file,
+                                                 Device& device, const Logger& logger) {
+  std::unique_ptr<DitModel> model(new DitModel());
+  auto config = read_dit_config(*file);
+  if (!config.is_ok()) return config.status();
+  model->config_ = config.value();
+  model->file_ = file;
+  model->device_ = &device;
+  model->logger_ = logger;
+  const DitConfig& c = model->config_;
+  const int64_t d = c.hidden, r = c.adaln_rank;
+
+  // One projection from the rows of `names` stacked, each [rows_i, in].
+  auto add_linear = [&](const std::vector<std::string>& names,
+                        const std::vector<int64_t>& rows_each,
+                        int64_t in) -> Result<const Linear*> {
+    auto layer = std::make_unique<Linear>();
+    layer->name = join(names, "+");
+    layer->in = in;
+    std::vector<TensorView> views;
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto view = file->tensor(names[i], {rows_each[i], in});
+      if (!view.is_ok()) return view.status();
+      views.push_back(view.value());
+      layer->out += rows_each[i];
+    }
+    if (views.size() == 1) {
+      layer->host = views[0].data;
+    } else {
+      for (const TensorView& v : views)
+        layer->fused.insert(layer->fused.end(), v.data, v.data + v.elements());
+      layer->host = layer->fused.data();
+    }
+    auto packed = pack_linear_weight(device, layer->host, in, layer->out);
+    if (packed.is_ok()) {
+      layer->packed = std::move(packed).value();
+    } else if (packed.status().code() == StatusCode::kUnsupported) {
+      logger.warning(
+          str_cat("dit: ", layer->name, " stays on the host: ", packed.status().message()));
+    } else {
+      return packed.status();
+    }
+    model->linears_.push_back(std::move(layer));
+    return model->linears_.back().get();
+  };
+  auto add_vector = [&](const std::string& name, int64_t size) -> Result<const float*> {
+    auto view = file->tensor(name, {size});
+    if (!view.is_ok()) return view.status();
+    return view.value().data;
+  };
+#define NPUFLOW_DIT_TAKE(target, expr)           \
+  do {                                           \
+    auto taken_ = (expr);                        \
+    if (!taken_.is_ok()) return taken_.status(); \
+    target = taken_.value();                     \
+  } while (0)
+
+  NPUFLOW_DIT_TAKE(model->x_embedder_, add_linear({"x_embedder.weight"}, {d}, c.patch_features()));
+  NPUFLOW_DIT_TAKE(model->t_linear_1_, add_linear({"t_embedder.linear_1.weight"}, {d}, d));
+  NPUFLOW_DIT_TAKE(model->t_linear_2_, add_linear({"t_embedder.linear_2.weight"}, {3 * d}, d));
+  NPUFLOW_DIT_TAKE(model->t_norm_, add_vector("t_norm.weight", d));
+  const int64_t hd = c.head_dim();
+  model->blocks_.resize(static_cast<size_t>(c.blocks));
+  for (int64_t b = 0; b < c.blocks; ++b) {
+    Block& block = model->blocks_[b];
+    const std::string p = str_cat("blocks.", b, ".");
+    auto modulator = [&](const std::string& sub, Block::Modulator& m) -> Status {
+      NPUFLOW_DIT_TAKE(m.down, add_linear({p + "adaln_" + sub + ".linear_1.weight"}, {r}, d));
+      NPUFLOW_DIT_TAKE(m.up, add_linear({p + "adaln_" + sub + ".linear_2.weight"}, {3 * d}, r));
+      return Status::ok();
+    };
+    NPUFLOW_RETURN_IF_ERROR(modulator("self_attn", block.self_mod));
+    NPUFLOW_RETURN_IF_ERROR(modulator("cross_attn", block.cross_mod));
+    NPUFLOW_RETURN_IF_ERROR(modulator("mlp", block.mlp_mod));
+    NPUFLOW_DIT_TAKE(block.qkv, add_linear({p + "self_attn.q.weight", p + "self_attn.k.weight",
+                                            p + "self_attn.v.weight"},
+                                           {d, d, d}, d));
+    NPUFLOW_DIT_TAKE(block.self_out, add_linear({p + "self_attn.o.weight"}, {d}, d));
+    NPUFLOW_DIT_TAKE(block.self_q_norm, add_vector(p + "self_attn.q_norm.weight", hd));
+    NPUFLOW_DIT_TAKE(block.self_k_norm, add_vector(p + "self_attn.k_norm.weight", hd));
+    NPUFLOW_DIT_TAKE(block.cross_q, add_linear({p + "cross_attn.q.weight"}, {d}, d));
+    NPUFLOW_DIT_TAKE(
+        block.cross_kv,
+        add_linear({p + "cross_attn.k.weight", p + "cross_attn.v.weight"}, {d, d}, c.context_dim));
+    NPUFLOW_DIT_TAKE(block.cross_out, add_linear({p + "cross_attn.o.weight"}, {d}, d));
+    NPUFLOW_DIT_TAKE(block.cross_q_norm, add_vector(p + "cross_attn.q_norm.weight", hd));
+    NPUFLOW_DIT_TAKE(block.cross_k_norm, add_vector(p + "cross_attn.k_norm.weight", hd));
+    NPUFLOW_DIT_TAKE(block.fc1, add_linear({p + "mlp.fc1.weight"}, {c.mlp_ratio * d}, d));
+    NPUFLOW_DIT_TAKE(block.fc2, add_linear({p + "mlp.fc2.weight"}, {d}, c.mlp_ratio * d));
+  }
+  NPUFLOW_DIT_TAKE(model->final_adaln_1_, add_linear({"final.adaln.linear_1.weight"}, {r}, d));
+  NPUFLOW_DIT_TAKE(model->final_adaln_2_, add_linear({"final.adaln.linear_2.weight"}, {2 * d}, r));
+  NPUFLOW_DIT_TAKE(model->final_linear_,
+                   add_linear({"final.linear.weight"}, {c.latent_channels * c.patch * c.patch}, d));
+#undef NPUFLOW_DIT_TAKE
+  return model;
+}
+
+size_t DitModel::resident_bytes() const {
+  size_t total = 0;
+  for (const auto& layer : linears_)
+    if (layer->packed) total += layer->packed->resident_bytes();
+  return total;
+}
+
+Status DitModel::linear(const Linear& layer, const float* x, int64_t rows, float* y,
+                        const ExecContext& exec) {
+  return linear_fallback_.run(
+      [&] {
+        if (!layer.packed) return unsupported("the device did not take the weight");
+        return run_linear(*device_, x, rows, *layer.packed, y, exec);
+      },
+      [&] {
+        reference_linear(
+            x, rows, layer.in, layer.out,
+            [&](int64_t row, float* out) {
+              std::memcpy(out, layer.host + row * layer.in, sizeof(float) * layer.in);
+            },
+            y, exec);
+        return Status::ok();
+      },
+      counters_.linear_fallbacks, logger_,
+      [&](const Status& s) {
+        return str_cat("dit: ", layer.name, " ran on the host: ", s.message());
+      });
+}
+
+Status DitModel::self_attention(float* qkv, int64_t tokens, float* out, const ExecContext& exec) {
+  const AttentionShape shape{tokens, config_.hidden, config_.heads};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
+  auto on_host = [&] {
+    host_attention(qkv, shape, scale, AttentionBias{}, false, out, exec);
+    return Status::ok();
+  };
+  // The host device's attention is host_attention itself.
+  if (device_->float_compute_type() != ElementType::kFloat16) return on_host();
+  return attention_fallback_.run(
+      [&] {
+        bool expressible = false;
+        Status status =
+            device_attention(*device_, qkv, shape, scale, AttentionBias{}, out, exec, &expressible);
+        if (status.is_ok()) counters_.attention_on_device.fetch_add(1);
+        return status;
+      },
+      on_host, counters_.attention_fallbacks, logger_,
+      [](const Status& s) {
+        return str_cat("dit: self-attention ran on the host: ", s.message());
+      });
+}
+
+Status DitModel::forward(const float* latent, int64_t height, int64_t width, float sigma,
+                         const float* context, float* velocity, const ExecContext& exec,
+                         DitTrace* trace) {
+  const DitConfig& c = config_;
+  const int64_t p = c.patch;
+  if (height <= 0 || width <= 0 || height % p || width % p)
+    return invalid_argument(
+        str_cat("dit: a ", height, "x", width, " latent is not a multiple of the patch ", p));
+  if (!std::isfinite(sigma)) return invalid_argument("dit: sigma is not finite");
+  counters_.evaluations.fetch_add(1);
+  const int64_t rows = height / p, cols = width / p, n = rows * cols, d = c.hidden;
+  const int64_t features = c.patch_features(), hd = c.head_dim();
+
+  // 1. Patchify (the padding-mask channel, index C, is zero) and embed.
+  std::vector<float> patches(static_cast<size_t>(n * features), 0.0f);
+  for (int64_t ch = 0; ch < c.latent_channels; ++ch)
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t x = 0; x < width; ++x)
+        patches[((y / p) * cols + x / p) * features + ch * p * p + (y % p) * p + x % p] =
+            latent[(ch * height + y) * width + x];
+  std::vector<float> stream(static_cast<size_t>(n * d));
+  NPUFLOW_RETURN_IF_ERROR(linear(*x_embedder_, patches.data(), n, stream.data(), exec));
+
+  // 2. Timestep: the sinusoid, temb3 and the modulators' input silu(rmsnorm(s) * w).
+  std::vector<float> sinusoid(static_cast<size_t>(d));
+  const int64_t half = d / 2;
+  for (int64_t k = 0; k < half; ++k) {
+    const double arg = 1000.0 * sigma * std::exp(-std::log(10000.0) * double(k) / double(half));
+    sinusoid[k] = static_cast<float>(std::cos(arg));
+    sinusoid[half + k] = static_cast<float>(std::sin(arg));
+  }
+  std::vector<float> hidden_t(static_cast<size_t>(d)), temb3(static_cast<size_t>(3 * d));
+  NPUFLOW_RETURN_IF_ERROR(linear(*t_linear_1_, sinusoid.data(), 1, hidden_t.data(), exec));
+  for (float& u : hidden_t) u = silu(u);
+  NPUFLOW_RETURN_IF_ERROR(linear(*t_linear_2_, hidden_t.data(), 1, temb3.data(), exec));
+  std::vector<float> emb = sinusoid;
+  rms_normalize(emb.data(), d, t_norm_);
+  for (float& u : emb) u = silu(u);
+
+  std::vector<float> low(static_cast<size_t>(c.adaln_rank)), mod(static_cast<size_t>(3 * d));
+  auto modulate = [&](const Linear& down, const Linear& up, int64_t width_out) -> Status {
+    NPUFLOW_RETURN_IF_ERROR(linear(down, emb.data(), 1, low.data(), exec));
+    NPUFLOW_RETURN_IF_ERROR(linear(up, low.data(), 1, mod.data(), exec));
+    for (int64_t i = 0; i < width_out; ++i) mod[i] += temb3[i];
+    return Status::ok();
+  };
+
+  const RopeTable rope = rope_table(c, rows, cols);
+  std::vector<float> zeros;
+  if (context == nullptr) {
+    zeros.assign(static_cast<size_t>(c.context_tokens * c.context_dim), 0.0f);
+    context = zeros.data();
+  }
+  std::vector<float> h(static_cast<size_t>(n * d)), f(static_cast<size_t>(n * d));
+  std::vector<float> qkv(static_cast<size_t>(n * 3 * d)), attended(static_cast<size_t>(n * d));
+  std::vector<float> context_kv(static_cast<size_t>(c.context_tokens * 2 * d));
+  std::vector<float> mlp(static_cast<size_t>(n * c.mlp_ratio * d));
+  if (trace != nullptr) trace->blocks.clear();
+
+  for (const Block& block : blocks_) {
+    // Self-attention with QK-norm and 3-D RoPE.
+    NPUFLOW_RETURN_IF_ERROR(modulate(*block.self_mod.down, *block.self_mod.up, 3 * d));
+    modulated_layernorm(stream.data(), n, d, mod.data(), mod.data() + d, h.data(), exec);
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.qkv, h.data(), n, qkv.data(), exec));
+    normalize_heads(qkv.data(), n, 3 * d, 0, c.heads, hd, block.self_q_norm, exec);
+    normalize_heads(qkv.data(), n, 3 * d, d, c.heads, hd, block.self_k_norm, exec);
+    apply_rope(qkv.data(), n, 3 * d, 0, c.heads, hd, rope);
+    apply_rope(qkv.data(), n, 3 * d, d, c.heads, hd, rope);
+    NPUFLOW_RETURN_IF_ERROR(self_attention(qkv.data(), n, attended.data(), exec));
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.self_out, attended.data(), n, f.data(), exec));
+    gated_residual(stream.data(), f.data(), mod.data() + 2 * d, n, d);
+
+    // Cross-attention on the context, QK-norm, no RoPE.
+    NPUFLOW_RETURN_IF_ERROR(modulate(*block.cross_mod.down, *block.cross_mod.up, 3 * d));
+    modulated_layernorm(stream.data(), n, d, mod.data(), mod.data() + d, h.data(), exec);
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.cross_q, h.data(), n, attended.data(), exec));
+    NPUFLOW_RETURN_IF_ERROR(
+        linear(*block.cross_kv, context, c.context_tokens, context_kv.data(), exec));
+    normalize_heads(attended.data(), n, d, 0, c.heads, hd, block.cross_q_norm, exec);
+    normalize_heads(context_kv.data(), c.context_tokens, 2 * d, 0, c.heads, hd, block.cross_k_norm,
+                    exec);
+    cross_attention(attended.data(), context_kv.data(), n, c.context_tokens, c.heads, hd, h.data(),
+                    exec);
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.cross_out, h.data(), n, f.data(), exec));
+    gated_residual(stream.data(), f.data(), mod.data() + 2 * d, n, d);
+
+    // GELU MLP.
+    NPUFLOW_RETURN_IF_ERROR(modulate(*block.mlp_mod.down, *block.mlp_mod.up, 3 * d));
+    modulated_layernorm(stream.data(), n, d, mod.data(), mod.data() + d, h.data(), exec);
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.fc1, h.data(), n, mlp.data(), exec));
+    for (float& u : mlp) u = gelu_tanh(u);
+    NPUFLOW_RETURN_IF_ERROR(linear(*block.fc2, mlp.data(), n, f.data(), exec));
+    gated_residual(stream.data(), f.data(), mod.data() + 2 * d, n, d);
+    if (trace != nullptr) trace->blocks.push_back(stream);
+  }
+
+  // 4. Final layer: shift and scale only, then unpatchify into the velocity.
+  NPUFLOW_RETURN_IF_ERROR(modulate(*final_adaln_1_, *final_adaln_2_, 2 * d));
+  modulated_layernorm(stream.data(), n, d, mod.data(), mod.data() + d, h.data(), exec);
+  const int64_t out_features = c.latent_channels * p * p;
+  std::vector<float> tokens_out(static_cast<size_t>(n * out_features));
+  NPUFLOW_RETURN_IF_ERROR(linear(*final_linear_, h.data(), n, tokens_out.data(), exec));
+  for (int64_t ch = 0; ch < c.latent_channels; ++ch)
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t x = 0; x < width; ++x)
+        velocity[(ch * height + y) * width + x] =
+            tokens_out[((y / p) * cols + x / p) * out_features + ch * p * p + (y % p) * p + x % p];
+  if (trace != nullptr) trace->final_tokens = std::move(tokens_out);
+  return Status::ok();
+}
+
+}  // namespace npuflow::diffusion
