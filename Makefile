@@ -191,11 +191,12 @@ fixtures-dit: $(DIT_TWIN)
 	@mkdir -p $(BUILD_DIR)/fixtures
 	ln -sfn $(DIT_TWIN) $(BUILD_DIR)/fixtures/dit-twin.safetensors
 
-# The twin at 20 steps on host, uncached and with Spectrum: evaluations, time and the PSNR of
-# each latent against the uncached one (bench/diffusion.py).
+# The twin at 20 and 50 steps on host: uncached, Spectrum and adaptive Spectrum, with evaluations,
+# time and the PSNR of each latent against the uncached one (bench/diffusion.py).
 bench-diffusion: build fixtures-dit
-	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/diffusion.py \
-	  $(BUILD_DIR)/fixtures/dit-twin.safetensors $(BENCH_DIFFUSION_ARGS)
+	for steps in 20 50; do NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/diffusion.py \
+	  $(BUILD_DIR)/fixtures/dit-twin.safetensors --steps $$steps --thresholds 0.12,0.18,0.2 \
+	  $(BENCH_DIFFUSION_ARGS) || exit 1; done
 
 # `npuflow plan` beside every published RK3588 figure (docs/simulator.md, "Validation against the
 # boards"): real-size models exported once into the bench cache. --fit re-solves the two fitted

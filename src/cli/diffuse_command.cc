@@ -21,8 +21,9 @@ namespace npuflow::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "diffuse MODEL.safetensors [--steps N] [--cfg S] [--seed K] [--spectrum]\n"
-    "        [--spectrum-option w=,m=,lam=,window=,flex=,warmup=,stop=] [--out LATENT.npy]\n"
+    "diffuse MODEL.safetensors [--steps N] [--cfg S] [--seed K] [--spectrum [adaptive]]\n"
+    "        [--spectrum-option w=,m=,lam=,window=,flex=,warmup=,stop=,threshold=]\n"
+    "        [--out LATENT.npy]\n"
     "        [--trace DIR] [--height H] [--width W] [--json] [--quiet] [--knob NAME=VALUE]";
 
 int fail(const Status& status) {
@@ -60,7 +61,10 @@ int diffuse_command(const std::vector<std::string>& args) {
     int64_t number = 0;
     if (flag == "--spectrum") {
       options.spectrum = true;
-      if (has_value && args[i + 1] == "adaptive") bad_value = "--spectrum adaptive (not built yet)";
+      if (has_value && (args[i + 1] == "adaptive" || args[i + 1] == "fixed")) {
+        options.spectrum_schedule = args[++i] == "adaptive" ? diffusion::SpectrumSchedule::kAdaptive
+                                                            : diffusion::SpectrumSchedule::kFixed;
+      }
     } else if (flag == "--json") {
       json = true;
     } else if (flag == "--quiet") {
@@ -175,10 +179,14 @@ int diffuse_command(const std::vector<std::string>& args) {
   const diffusion::DitCounters& counters = dit.counters();
   if (json) {
     std::printf(
-        "{\"computed_steps\": %s, \"forecast_steps\": %s, \"evaluations\": %lld, "
+        "{\"spectrum\": \"%s\", \"computed_steps\": %s, \"forecast_steps\": %s, "
+        "\"evaluations\": %lld, "
         "\"seconds\": %.3f, \"device\": \"%s\", \"resident_bytes\": %zu, "
         "\"linear_fallbacks\": %lld, \"attention_on_device\": %lld, \"attention_fallbacks\": "
         "%lld}\n",
+        !options.spectrum                                                     ? "off"
+        : options.spectrum_schedule == diffusion::SpectrumSchedule::kAdaptive ? "adaptive"
+                                                                              : "fixed",
         json_steps(r.computed_steps).c_str(), json_steps(r.forecast_steps).c_str(),
         static_cast<long long>(r.evaluations), r.seconds,
         std::string(device.value().device->name()).c_str(), dit.resident_bytes(),

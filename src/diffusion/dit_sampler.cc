@@ -43,7 +43,8 @@ Result<SampleReport> sample(DitModel& model, const float* context, const SampleO
   if (!sigmas.is_ok()) return sigmas.status();
   std::optional<SpectrumForecaster> forecaster;
   if (options.spectrum) {
-    auto created = SpectrumForecaster::create(options.spectrum_options, options.steps);
+    auto created = SpectrumForecaster::create(options.spectrum_options, options.steps,
+                                              options.spectrum_schedule);
     if (!created.is_ok()) return created.status();
     forecaster.emplace(std::move(created).value());
   }

@@ -24,6 +24,7 @@ struct SampleOptions {
   float shift = 3.0f;
   int64_t height = 64, width = 64;  // the latent's, in latent pixels
   bool spectrum = false;
+  SpectrumSchedule spectrum_schedule = SpectrumSchedule::kFixed;
   SpectrumOptions spectrum_options;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -111,6 +112,8 @@ Status check_options(const SpectrumOptions& o) {
   if (o.warmup < 0) return invalid_argument("spectrum: warmup must be >= 0");
   if (!(o.stop >= 0.0f && o.stop <= 1.0f))
     return invalid_argument("spectrum: stop must be in [0, 1]");
+  if (!std::isfinite(o.threshold) || o.threshold < 0.0f)
+    return invalid_argument("spectrum: threshold must be a finite number >= 0");
   return Status::ok();
 }
 
@@ -150,9 +153,12 @@ Result<SpectrumOptions> parse_spectrum_options(std::string_view text, SpectrumOp
       options.warmup = static_cast<int>(*whole);
     } else if (key == "stop") {
       options.stop = *number;
+    } else if (key == "threshold") {
+      options.threshold = *number;
     } else {
-      return invalid_argument(str_cat("unknown spectrum option '", key,
-                                      "' (known: w, m, lam, window, flex, warmup, stop)"));
+      return invalid_argument(
+          str_cat("unknown spectrum option '", key,
+                  "' (known: w, m, lam, window, flex, warmup, stop, threshold)"));
     }
   }
   NPUFLOW_RETURN_IF_ERROR(check_options(options));
@@ -160,14 +166,16 @@ Result<SpectrumOptions> parse_spectrum_options(std::string_view text, SpectrumOp
 }
 
 Result<SpectrumForecaster> SpectrumForecaster::create(const SpectrumOptions& options,
-                                                      int total_steps) {
+                                                      int total_steps, SpectrumSchedule schedule) {
   NPUFLOW_RETURN_IF_ERROR(check_options(options));
   if (total_steps < 1) return invalid_argument("spectrum: the run needs at least one step");
-  return SpectrumForecaster(options, total_steps);
+  return SpectrumForecaster(options, total_steps, schedule);
 }
 
-SpectrumForecaster::SpectrumForecaster(const SpectrumOptions& options, int total_steps)
+SpectrumForecaster::SpectrumForecaster(const SpectrumOptions& options, int total_steps,
+                                       SpectrumSchedule schedule)
     : options_(options),
+      schedule_(schedule),
       capacity_(std::max(options.m + 1, 6)),
       stop_slot_(static_cast<int>(options.stop * static_cast<float>(total_steps))),
       window_(static_cast<float>(options.window)) {}
@@ -180,8 +188,14 @@ bool SpectrumForecaster::should_forecast() const {
   if (slot_ < options_.warmup) return false;
   if (stop_slot_ > 0 && slot_ >= stop_slot_) return false;
   if (history_.size() < 2) return false;
+  if (schedule_ == SpectrumSchedule::kAdaptive) return estimated_error() <= options_.threshold;
   const int window = std::max(1, static_cast<int>(std::floor(window_)));
   return (since_compute_ + 1) % window != 0;
+}
+
+double SpectrumForecaster::estimated_error() const {
+  if (history_.size() < 2) return 0.0;
+  return double(slot_ - last_computed_slot_) * drift_;
 }
 
 Status SpectrumForecaster::record(std::span<const float> x0) {
@@ -189,6 +203,17 @@ Status SpectrumForecaster::record(std::span<const float> x0) {
     return invalid_argument(str_cat("spectrum: x0 has ", x0.size(), " values, the stored ones ",
                                     history_.front().size()));
   if (x0.empty()) return invalid_argument("spectrum: x0 is empty");
+  if (!history_.empty()) {
+    double change = 0.0, size = 0.0;
+    const std::vector<float>& before = history_.back();
+    for (size_t f = 0; f < x0.size(); ++f) {
+      change += (double(x0[f]) - before[f]) * (double(x0[f]) - before[f]);
+      size += double(x0[f]) * x0[f];
+    }
+    // A zero latent has no relative drift to measure: never forecast from it.
+    drift_ = size > 0.0 ? std::sqrt(change / size) : std::numeric_limits<double>::infinity();
+  }
+  last_computed_slot_ = slot_;
   history_.emplace_back(x0.begin(), x0.end());
   history_times_.push_back(normalized_time(slot_));
   while (static_cast<int>(history_.size()) > capacity_) {

@@ -135,6 +135,17 @@ def test_spectrum_forecasts_the_published_schedule_and_matches_the_reference(
     print(f"Spectrum vs uncached: {against_uncached:.2f} dB at 22 of 40 evaluations")
     assert against_uncached >= 30.0
 
+    # Adaptive Spectrum at its default threshold: no more evaluations than the fixed schedule and
+    # a latent at least as close to the uncached one (36.83 against 36.41 dB, both at 22).
+    adaptive = diffuse_json(twin, "--steps", 20, "--cfg", 4, "--spectrum", "adaptive", "--out",
+                            tmp_path / "adaptive.npy", "--knob", "device=host")
+    assert adaptive["spectrum"] == "adaptive"
+    assert adaptive["evaluations"] <= report["evaluations"]
+    assert adaptive["computed_steps"] != report["computed_steps"]
+    adaptive_psnr = psnr(np.load(tmp_path / "adaptive.npy"), np.load(ref_dir / "latent.npy"))
+    print(f"adaptive: {adaptive_psnr:.2f} dB at {adaptive['evaluations']} evaluations")
+    assert adaptive_psnr >= against_uncached
+
 
 @pytest.mark.parametrize("blocks,seed,height,width,cfg", [(2, 3, 32, 48, 1.0), (6, 11, 48, 32, 2.5)])
 def test_other_twins_and_latent_shapes_match_the_reference(tmp_path, blocks, seed, height, width,
@@ -167,4 +178,5 @@ def test_bad_input_is_a_clear_error(twin, tmp_path):
     assert "unknown spectrum option" in diffuse(twin, "--spectrum", "--spectrum-option", "q=1",
                                                 expect_rc=1).stderr
     assert "bad value" in diffuse(twin, "--steps", 0, expect_rc=2).stderr
-    assert "adaptive" in diffuse(twin, "--spectrum", "adaptive", expect_rc=2).stderr
+    assert "threshold" in diffuse(twin, "--spectrum", "adaptive", "--spectrum-option",
+                                  "threshold=-1", expect_rc=1).stderr

@@ -197,6 +197,45 @@ TEST(Spectrum, ForecastCommutesWithClassifierFreeGuidance) {
   EXPECT_EQ(forecasts, 9);
 }
 
+// The adaptive schedule forecasts while (slots since the last compute) x the last relative change
+// of x0 stays within the threshold: a still x0 is forecast up to the stop slot, a moving one never.
+TEST(Spectrum, AdaptiveForecastsWhileTheDriftIsSmall) {
+  SpectrumOptions o;
+  o.threshold = 0.1f;
+  auto run = [&](float step_change) {
+    auto created = SpectrumForecaster::create(o, 20, SpectrumSchedule::kAdaptive);
+    EXPECT_TRUE(created.is_ok());
+    SpectrumForecaster forecaster = std::move(created).value();
+    std::vector<int> computed;
+    std::vector<float> out(16), x0(16, 1.0f);
+    for (int slot = 0; slot < 20; ++slot) {
+      if (forecaster.should_forecast()) {
+        EXPECT_LE(forecaster.estimated_error(), o.threshold);
+        EXPECT_TRUE(forecaster.forecast(out).is_ok());
+        continue;
+      }
+      for (float& v : x0) v *= 1.0f + step_change;
+      EXPECT_TRUE(forecaster.record(x0).is_ok());
+      computed.push_back(slot + 1);
+    }
+    return computed;
+  };
+  // Drift 0.04 per compute: horizons 1 and 2 pass (0.04, 0.08), 3 does not (0.12).
+  EXPECT_EQ(run(0.0417f), (std::vector<int>{1, 2, 3, 4, 7, 10, 13, 16, 19, 20}));
+  EXPECT_EQ(run(0.5f).size(), 20u);  // always moving: every slot computed
+  EXPECT_EQ(run(0.0f), (std::vector<int>{1, 2, 3, 4, 19, 20}));  // still: forecast to the stop
+  // The estimate itself: horizon x |h_K - h_K-1| / |h_K|.
+  auto created = SpectrumForecaster::create(o, 20, SpectrumSchedule::kAdaptive);
+  ASSERT_TRUE(created.is_ok());
+  SpectrumForecaster forecaster = std::move(created).value();
+  EXPECT_EQ(forecaster.estimated_error(), 0.0);
+  ASSERT_TRUE(forecaster.record(std::vector<float>{3.0f, 0.0f}).is_ok());
+  ASSERT_TRUE(forecaster.record(std::vector<float>{3.0f, 4.0f}).is_ok());  // change 4, size 5
+  EXPECT_NEAR(forecaster.estimated_error(), 0.8, 1e-12);
+  EXPECT_TRUE(parse_spectrum_options("threshold=0.3").is_ok());
+  EXPECT_FALSE(parse_spectrum_options("threshold=-1").is_ok());
+}
+
 TEST(Spectrum, MisuseIsAnErrorNotACrash) {
   SpectrumForecaster forecaster = make({}, 20);
   std::vector<float> out(4);
