@@ -124,7 +124,11 @@ int diffuse_command(const std::vector<std::string>& args) {
 
   auto file = diffusion::SafetensorsFile::open(config.model_path);
   if (!file.is_ok()) return fail(file.status());
-  auto model = diffusion::DitModel::load(file.value(), *device.value().device, logger);
+  diffusion::DitLoadOptions load_options;
+  load_options.mem_budget_bytes = static_cast<size_t>(knobs.value().integer("mem_budget_mb")) << 20;
+  load_options.mem_floor_bytes = static_cast<uint64_t>(knobs.value().integer("mem_floor_mb")) << 20;
+  auto model =
+      diffusion::DitModel::load(file.value(), *device.value().device, logger, load_options);
   if (!model.is_ok()) return fail(model.status());
   diffusion::DitModel& dit = *model.value();
   const diffusion::DitConfig& c = dit.config();
@@ -183,7 +187,8 @@ int diffuse_command(const std::vector<std::string>& args) {
         "\"evaluations\": %lld, "
         "\"seconds\": %.3f, \"device\": \"%s\", \"resident_bytes\": %zu, "
         "\"linear_fallbacks\": %lld, \"attention_on_device\": %lld, \"attention_fallbacks\": "
-        "%lld}\n",
+        "%lld, \"blocks\": %lld, \"pinned_blocks\": %lld, \"peak_bytes\": %zu, "
+        "\"block_packs\": %lld, \"pack_seconds\": %.3f}\n",
         !options.spectrum                                                     ? "off"
         : options.spectrum_schedule == diffusion::SpectrumSchedule::kAdaptive ? "adaptive"
                                                                               : "fixed",
@@ -192,7 +197,10 @@ int diffuse_command(const std::vector<std::string>& args) {
         std::string(device.value().device->name()).c_str(), dit.resident_bytes(),
         static_cast<long long>(counters.linear_fallbacks.load()),
         static_cast<long long>(counters.attention_on_device.load()),
-        static_cast<long long>(counters.attention_fallbacks.load()));
+        static_cast<long long>(counters.attention_fallbacks.load()),
+        static_cast<long long>(c.blocks), static_cast<long long>(dit.residency().pinned_blocks),
+        dit.residency().peak_bytes, static_cast<long long>(counters.block_packs.load()),
+        counters.pack_nanoseconds.load() * 1e-9);
   } else {
     std::printf("%d steps on %s: %zu computed, %zu forecast, %lld model evaluations, %.2f s\n",
                 options.steps, std::string(device.value().device->name()).c_str(),

@@ -1,6 +1,7 @@
 #include "diffusion/dit_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -16,7 +17,8 @@ struct DitModel::Linear {
   int64_t in = 0, out = 0;
   const float* host = nullptr;           // [out][in]: into the file, or into `fused`
   std::vector<float> fused;              // rows of several tensors stacked (QKV, cross K|V)
-  std::unique_ptr<PackedWeight> packed;  // null: the device would not take it
+  std::unique_ptr<PackedWeight> packed;  // null: not packed now, or the device would not take it
+  bool refusal_logged = false;
 };
 
 struct DitModel::Block {
@@ -25,7 +27,9 @@ struct DitModel::Block {
     const Linear* up = nullptr;    // [3D, r]
   };
   Modulator self_mod, cross_mod, mlp_mod;
-  const Linear* qkv = nullptr;  // [3D, D]
+  std::vector<Linear*> linears;  // every projection of the block: its context
+  bool pinned = true;            // packed for the session, else for each of its turns
+  const Linear* qkv = nullptr;   // [3D, D]
   const Linear* self_out = nullptr;
   const float* self_q_norm = nullptr;
   const float* self_k_norm = nullptr;
@@ -240,7 +244,8 @@ Result<DitConfig> read_dit_config(const SafetensorsFile& file) {
 }
 
 Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const SafetensorsFile> file,
-                                                 Device& device, const Logger& logger) {
+                                                 Device& device, const Logger& logger,
+                                                 const DitLoadOptions& options) {
   std::unique_ptr<DitModel> model(new DitModel());
   auto config = read_dit_config(*file);
   if (!config.is_ok()) return config.status();
@@ -248,6 +253,10 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
   model->file_ = file;
   model->device_ = &device;
   model->logger_ = logger;
+  model->load_options_ = options;
+  // Blocks after the first are packed once the residency plan says which stay (below).
+  bool pack_now = true;
+  Block* loading_block = nullptr;
   const DitConfig& c = model->config_;
   const int64_t d = c.hidden, r = c.adaln_rank;
 
@@ -272,15 +281,8 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
         layer->fused.insert(layer->fused.end(), v.data, v.data + v.elements());
       layer->host = layer->fused.data();
     }
-    auto packed = pack_linear_weight(device, layer->host, in, layer->out);
-    if (packed.is_ok()) {
-      layer->packed = std::move(packed).value();
-    } else if (packed.status().code() == StatusCode::kUnsupported) {
-      logger.warning(
-          str_cat("dit: ", layer->name, " stays on the host: ", packed.status().message()));
-    } else {
-      return packed.status();
-    }
+    if (pack_now) NPUFLOW_RETURN_IF_ERROR(model->pack(*layer));
+    if (loading_block != nullptr) loading_block->linears.push_back(layer.get());
     model->linears_.push_back(std::move(layer));
     return model->linears_.back().get();
   };
@@ -302,8 +304,13 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
   NPUFLOW_DIT_TAKE(model->t_norm_, add_vector("t_norm.weight", d));
   const int64_t hd = c.head_dim();
   model->blocks_.resize(static_cast<size_t>(c.blocks));
+  size_t shared_bytes = 0;
+  for (const auto& layer : model->linears_)
+    shared_bytes += layer->packed ? layer->packed->resident_bytes() : 0;
   for (int64_t b = 0; b < c.blocks; ++b) {
     Block& block = model->blocks_[b];
+    loading_block = &block;
+    pack_now = b == 0;  // block 0 measures what one block's context takes
     const std::string p = str_cat("blocks.", b, ".");
     auto modulator = [&](const std::string& sub, Block::Modulator& m) -> Status {
       NPUFLOW_DIT_TAKE(m.down, add_linear({p + "adaln_" + sub + ".linear_1.weight"}, {r}, d));
@@ -329,12 +336,65 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
     NPUFLOW_DIT_TAKE(block.fc1, add_linear({p + "mlp.fc1.weight"}, {c.mlp_ratio * d}, d));
     NPUFLOW_DIT_TAKE(block.fc2, add_linear({p + "mlp.fc2.weight"}, {d}, c.mlp_ratio * d));
   }
+  loading_block = nullptr;
+  pack_now = true;
   NPUFLOW_DIT_TAKE(model->final_adaln_1_, add_linear({"final.adaln.linear_1.weight"}, {r}, d));
   NPUFLOW_DIT_TAKE(model->final_adaln_2_, add_linear({"final.adaln.linear_2.weight"}, {2 * d}, r));
   NPUFLOW_DIT_TAKE(model->final_linear_,
                    add_linear({"final.linear.weight"}, {c.latent_channels * c.patch * c.patch}, d));
 #undef NPUFLOW_DIT_TAKE
+
+  // Every block has block 0's shapes, so its packed size is every block's.
+  size_t block_bytes = 0;
+  for (const Linear* layer : model->blocks_[0].linears)
+    block_bytes += layer->packed ? layer->packed->resident_bytes() : 0;
+  for (const Linear* layer : {model->final_adaln_1_, model->final_adaln_2_, model->final_linear_})
+    shared_bytes += layer->packed ? layer->packed->resident_bytes() : 0;
+  model->residency_ =
+      plan_block_residency(options.mem_budget_bytes, shared_bytes, block_bytes, c.blocks);
+  for (int64_t b = 0; b < c.blocks; ++b) {
+    Block& block = model->blocks_[b];
+    block.pinned = b < model->residency_.pinned_blocks;
+    for (Linear* layer : block.linears) {
+      if (!block.pinned) {
+        layer->packed.reset();
+      } else if (b > 0) {
+        NPUFLOW_RETURN_IF_ERROR(model->pack(*layer));
+      }
+    }
+  }
+  const std::string violation = memory_floor_violation(options.mem_floor_bytes);
+  if (!violation.empty()) return Status(StatusCode::kResourceExhausted, violation);
   return model;
+}
+
+Status DitModel::pack(Linear& layer) {
+  auto packed = pack_linear_weight(*device_, layer.host, layer.in, layer.out);
+  if (packed.is_ok()) {
+    layer.packed = std::move(packed).value();
+  } else if (packed.status().code() == StatusCode::kUnsupported) {
+    // Runs on the host reference (DeviceFallback); said once per layer, at its first pack.
+    if (!layer.refusal_logged) {
+      logger_.warning(
+          str_cat("dit: ", layer.name, " stays on the host: ", packed.status().message()));
+      layer.refusal_logged = true;
+    }
+  } else {
+    return packed.status();
+  }
+  return Status::ok();
+}
+
+Status DitModel::pack_streamed_block(const Block& block) {
+  const std::string violation = memory_floor_violation(load_options_.mem_floor_bytes);
+  if (!violation.empty()) return Status(StatusCode::kResourceExhausted, violation);
+  const auto start = std::chrono::steady_clock::now();
+  for (Linear* layer : block.linears) NPUFLOW_RETURN_IF_ERROR(pack(*layer));
+  counters_.pack_nanoseconds.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  counters_.block_packs.fetch_add(1);
+  return Status::ok();
 }
 
 size_t DitModel::resident_bytes() const {
@@ -449,6 +509,7 @@ Status DitModel::forward(const float* latent, int64_t height, int64_t width, flo
   if (trace != nullptr) trace->blocks.clear();
 
   for (const Block& block : blocks_) {
+    if (!block.pinned) NPUFLOW_RETURN_IF_ERROR(pack_streamed_block(block));
     // Self-attention with QK-norm and 3-D RoPE.
     NPUFLOW_RETURN_IF_ERROR(modulate(*block.self_mod.down, *block.self_mod.up, 3 * d));
     modulated_layernorm(stream.data(), n, d, mod.data(), mod.data() + d, h.data(), exec);
@@ -482,6 +543,8 @@ Status DitModel::forward(const float* latent, int64_t height, int64_t width, flo
     for (float& u : mlp) u = gelu_tanh(u);
     NPUFLOW_RETURN_IF_ERROR(linear(*block.fc2, mlp.data(), n, f.data(), exec));
     gated_residual(stream.data(), f.data(), mod.data() + 2 * d, n, d);
+    if (!block.pinned)
+      for (Linear* layer : block.linears) layer->packed.reset();
     if (trace != nullptr) trace->blocks.push_back(stream);
   }
 

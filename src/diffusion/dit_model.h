@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "device/device.h"
+#include "diffusion/block_residency.h"
 #include "diffusion/safetensors.h"
 #include "ops/device_fallback.h"
 
@@ -36,17 +37,26 @@ struct DitTrace {
 
 struct DitCounters {
   std::atomic<int64_t> evaluations{0};  // forwards
+  std::atomic<int64_t> block_packs{0};  // streamed blocks packed for their turn
+  std::atomic<int64_t> pack_nanoseconds{0};
   std::atomic<int64_t> linear_fallbacks{0};
   std::atomic<int64_t> attention_on_device{0};
   std::atomic<int64_t> attention_fallbacks{0};
 };
 
+struct DitLoadOptions {
+  size_t mem_budget_bytes = 0;   // packed weights kept resident (block_residency.h); 0: all
+  uint64_t mem_floor_bytes = 0;  // the abort gate on available memory; 0: none
+};
+
 class DitModel {
  public:
   // Reads the configuration from the file's metadata and every weight the topology names, and
-  // packs the projections onto `device` (kept alive by the caller).
+  // packs the projections onto `device` (kept alive by the caller): the shared layers and the
+  // pinned blocks now, the streamed blocks at each of their turns.
   static Result<std::unique_ptr<DitModel>> load(std::shared_ptr<const SafetensorsFile> file,
-                                                Device& device, const Logger& logger);
+                                                Device& device, const Logger& logger,
+                                                const DitLoadOptions& options = {});
 
   // velocity = model(latent, sigma, context): latent [C][height][width] (multiples of the patch),
   // context [context_tokens][context_dim] or nullptr for the unconditional (all-zero) context.
@@ -56,7 +66,8 @@ class DitModel {
 
   const DitConfig& config() const { return config_; }
   const DitCounters& counters() const { return counters_; }
-  size_t resident_bytes() const;
+  size_t resident_bytes() const;  // packed now (shared layers and pinned blocks between runs)
+  const ResidencyPlan& residency() const { return residency_; }
 
   struct Linear;  // a packed projection and its host rows (definition in dit_model.cc)
   struct Block;
@@ -67,11 +78,15 @@ class DitModel {
   Status linear(const Linear& layer, const float* x, int64_t rows, float* y,
                 const ExecContext& exec);
   Status self_attention(float* qkv, int64_t tokens, float* out, const ExecContext& exec);
+  Status pack(Linear& layer);
+  Status pack_streamed_block(const Block& block);
 
   std::shared_ptr<const SafetensorsFile> file_;
   Device* device_ = nullptr;
   Logger logger_;
   DitConfig config_;
+  DitLoadOptions load_options_;
+  ResidencyPlan residency_;
   std::vector<std::unique_ptr<Linear>> linears_;  // owns every projection
   std::vector<Block> blocks_;
   const Linear* x_embedder_ = nullptr;

@@ -164,6 +164,35 @@ def test_other_twins_and_latent_shapes_match_the_reference(tmp_path, blocks, see
     assert psnr(np.load(tmp_path / "latent.npy"), np.load(ref / "latent.npy")) >= 100.0
 
 
+def test_memory_budget_pins_a_prefix_and_streams_the_rest_without_changing_the_result(
+        twin, tmp_path, monkeypatch):
+    runs = {}
+    for budget in (0, 3, 1):
+        monkeypatch.setenv("NPUFLOW_MEM_BUDGET_MB", str(budget))
+        runs[budget] = diffuse_json(twin, "--steps", 3, "--cfg", 4, "--out",
+                                    tmp_path / f"latent{budget}.npy", "--knob", "device=host")
+    whole, some, none = runs[0], runs[3], runs[1]
+    assert whole["pinned_blocks"] == 4 and whole["block_packs"] == 0
+    # 3 MiB hold the shared layers and two of the four blocks (1.2 MiB each on host).
+    assert some["pinned_blocks"] == 2 and none["pinned_blocks"] == 0
+    evaluations = whole["evaluations"]
+    assert some["block_packs"] == 2 * evaluations and none["block_packs"] == 4 * evaluations
+    assert none["resident_bytes"] < some["resident_bytes"] < whole["resident_bytes"]
+    assert some["resident_bytes"] <= 3 << 20 < whole["resident_bytes"]
+    assert some["peak_bytes"] < whole["resident_bytes"]  # one streamed block at a time
+    # Packing is deterministic: streaming changes where the weights live, not the arithmetic.
+    for budget in (3, 1):
+        np.testing.assert_array_equal(np.load(tmp_path / f"latent{budget}.npy"),
+                                      np.load(tmp_path / "latent0.npy"))
+
+
+def test_the_memory_floor_stops_cleanly(twin, tmp_path, monkeypatch):
+    monkeypatch.setenv("NPUFLOW_MEM_FLOOR_MB", str(16 << 20))  # 16 TiB: above any machine's
+    result = diffuse(twin, "--steps", 1, "--out", tmp_path / "latent.npy", expect_rc=1)
+    assert "stopping: available memory" in result.stderr
+    assert not (tmp_path / "latent.npy").exists()
+
+
 def test_bad_input_is_a_clear_error(twin, tmp_path):
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(twin.read_bytes()[:1000])
