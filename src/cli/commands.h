@@ -14,6 +14,7 @@ int explain_command(const std::vector<std::string>& args);
 int demo_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int diffuse_command(const std::vector<std::string>& args);
+int plan_dit_command(const std::vector<std::string>& args);
 
 // What `explain` and `plan` print from the EP's report once the session is gone; apart from the
 // commands so the fuzz targets (tests/fuzz_bytes) can feed them reports and models directly.

@@ -1,5 +1,6 @@
 // npuflow: the command-line front end. `explain` and `demo` drive a real ONNX Runtime session
 // with the npuflow EP loaded; `knobs` prints the knob table.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -28,6 +29,8 @@ void print_usage() {
       "  diffuse MODEL.safetensors [--steps N] [--cfg S] [--seed K] [--spectrum]\n"
       "       [--spectrum-option k=v,...] [--out LATENT.npy] [--trace DIR] [--json]\n"
       "                                    denoises a latent with a DiT (docs/diffusion.md)\n"
+      "  plan --dit anima|MODEL.safetensors [--steps N] [--cfg S] [--spectrum] [--json]\n"
+      "                                    a DiT denoise priced on an RK3588 board by phase\n"
       "  knobs [--markdown]                 every NPUFLOW_* knob with its default\n"
       "  constants                          the simulator's cost constants, tagged and sourced\n"
       "  version, --version                 npuflow and ONNX Runtime versions\n"
@@ -113,6 +116,8 @@ int main(int argc, char** argv) {
     if (command == "constants") return constants_command();
     if (command == "version" || command == "--version") return version_command();
     if (command == "diffuse") return npuflow::cli::diffuse_command(args);
+    if (command == "plan" && std::find(args.begin(), args.end(), "--dit") != args.end())
+      return npuflow::cli::plan_dit_command(args);
     if (command == "explain" || command == "demo" || command == "plan") {
       npuflow::cli::load_onnxruntime();
       if (command == "explain") return npuflow::cli::explain_command(args);

@@ -193,6 +193,29 @@ def test_the_memory_floor_stops_cleanly(twin, tmp_path, monkeypatch):
     assert not (tmp_path / "latent.npy").exists()
 
 
+def plan_json(*args) -> dict:
+    result = subprocess.run([str(CLI), "plan", "--dit", *map(str, args), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_plan_prices_anima_beside_the_measured_board_run(twin):
+    plain = plan_json("anima")
+    assert (plain["blocks"], plain["hidden"], plain["tokens"]) == (28, 2048, 1024)
+    assert plain["forwards"] == 40 and plain["seed_002_denoise_seconds"] == 2408.54
+    assert plain["denoise_seconds"] == pytest.approx(plain["seconds_per_forward"] * 40, rel=1e-3)
+    assert sum(plain["phases"].values()) == pytest.approx(plain["seconds_per_forward"], rel=1e-3)
+    with_spectrum = plan_json("anima", "--spectrum")
+    assert with_spectrum["forwards"] == 22
+    twin_plan = plan_json(twin)
+    assert (twin_plan["blocks"], twin_plan["hidden"]) == (4, 128)
+    assert twin_plan["denoise_seconds"] < plain["denoise_seconds"]
+    missing = subprocess.run([str(CLI), "plan", "--dit", str(twin) + ".missing"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "cannot open" in missing.stderr
+
+
 def test_bad_input_is_a_clear_error(twin, tmp_path):
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(twin.read_bytes()[:1000])
