@@ -449,6 +449,36 @@ Status DitModel::self_attention(float* qkv, int64_t tokens, float* out, const Ex
       });
 }
 
+Status DitModel::attend_context(const float* q, const float* context_kv, int64_t queries,
+                                int64_t keys, float* out, const ExecContext& exec) {
+  const int64_t hd = config_.head_dim(), d = config_.hidden;
+  auto on_host = [&] {
+    cross_attention(q, context_kv, queries, keys, config_.heads, hd, out, exec);
+    return Status::ok();
+  };
+  if (device_->float_compute_type() != ElementType::kFloat16) return on_host();
+  const CrossAttentionOperands operands{.q = q,
+                                        .q_stride = d,
+                                        .k = context_kv,
+                                        .v = context_kv + d,
+                                        .kv_stride = 2 * d,
+                                        .queries = queries,
+                                        .keys = keys,
+                                        .heads = config_.heads,
+                                        .head_dim = hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  return attention_fallback_.run(
+      [&] {
+        Status status = device_cross_attention(*device_, operands, scale, out, exec);
+        if (status.is_ok()) counters_.attention_on_device.fetch_add(1);
+        return status;
+      },
+      on_host, counters_.attention_fallbacks, logger_,
+      [](const Status& s) {
+        return str_cat("dit: cross-attention ran on the host: ", s.message());
+      });
+}
+
 Status DitModel::forward(const float* latent, int64_t height, int64_t width, float sigma,
                          const float* context, float* velocity, const ExecContext& exec,
                          DitTrace* trace) {
@@ -531,8 +561,8 @@ Status DitModel::forward(const float* latent, int64_t height, int64_t width, flo
     normalize_heads(attended.data(), n, d, 0, c.heads, hd, block.cross_q_norm, exec);
     normalize_heads(context_kv.data(), c.context_tokens, 2 * d, 0, c.heads, hd, block.cross_k_norm,
                     exec);
-    cross_attention(attended.data(), context_kv.data(), n, c.context_tokens, c.heads, hd, h.data(),
-                    exec);
+    NPUFLOW_RETURN_IF_ERROR(
+        attend_context(attended.data(), context_kv.data(), n, c.context_tokens, h.data(), exec));
     NPUFLOW_RETURN_IF_ERROR(linear(*block.cross_out, h.data(), n, f.data(), exec));
     gated_residual(stream.data(), f.data(), mod.data() + 2 * d, n, d);
 

@@ -1,7 +1,7 @@
 // An Anima-topology diffusion transformer (docs/diffusion.md), partitioned as seed 002 runs it:
 // every projection on the device through the Device interface, with its weight packed once at
-// load (QKV fused into one weight); self-attention on the device where it has the primitive; the
-// AdaLN modulation, norms, RoPE, gates and the fp32 residual stream on the host.
+// load (QKV fused into one weight); self- and cross-attention on the device where it has the
+// primitive; the AdaLN modulation, norms, RoPE, gates and the fp32 residual stream on the host.
 #pragma once
 
 #include <array>
@@ -78,6 +78,8 @@ class DitModel {
   Status linear(const Linear& layer, const float* x, int64_t rows, float* y,
                 const ExecContext& exec);
   Status self_attention(float* qkv, int64_t tokens, float* out, const ExecContext& exec);
+  Status attend_context(const float* q, const float* context_kv, int64_t queries, int64_t keys,
+                        float* out, const ExecContext& exec);
   Status pack(Linear& layer);
   Status pack_streamed_block(const Block& block);
 

@@ -60,16 +60,14 @@ DitDenoiseCost price_dit_denoise(const DitConfig& c, int64_t tokens, int64_t for
   const double modulators = 3 * (npu_gemm_us(1, d, r) + npu_gemm_us(1, r, 3 * d));
   const double self_attention =
       sim::CostModel::attention(n, n, hd, hd, c.heads, 5, /*patched_kernel=*/true).total_us();
+  const double cross_attention =
+      sim::CostModel::attention(n, lc, hd, hd, c.heads, 5, /*patched_kernel=*/true).total_us();
   // On the host: three modulated LayerNorms and gated residuals, QK-norm and RoPE on q and k,
-  // cross-attention (512 keys), GELU on the MLP's hidden, and the fp32 <-> fp16 conversions of
-  // every projection's input and output.
+  // GELU on the MLP's hidden, and the fp32 <-> fp16 conversions of every projection's input and
+  // output.
   const double norms_and_residuals =
       host_us(CpuWorkClass::kStreaming, 0, 3 * (2 * stream) + 3 * (3 * stream), 6);
   const double qk_norm_rope = host_us(CpuWorkClass::kStreaming, 0, 2 * 2 * (2 * stream), 4);
-  const double cross_attention =
-      host_us(CpuWorkClass::kGemm, 2.0 * 2.0 * double(n) * lc * d, (n + 2.0 * lc) * d * f32) +
-      host_us(CpuWorkClass::kTranscendental, double(n) * lc * c.heads,
-              double(n) * lc * c.heads * f32);
   const double gelu = host_us(CpuWorkClass::kTranscendental, double(n) * ff, 2.0 * n * ff * f32);
   const double converted = double(n) * (d + 3 * d + d + d + d + d + ff + ff + d) +
                            double(lc) * (c.context_dim + 2 * d);  // elements in and out
@@ -87,7 +85,7 @@ DitDenoiseCost price_dit_denoise(const DitConfig& c, int64_t tokens, int64_t for
       {"projections", true, blocks * projections + shared},
       {"AdaLN modulators (M=1)", true, blocks * modulators},
       {"self-attention", true, blocks * self_attention},
-      {"cross-attention (host)", false, blocks * cross_attention},
+      {"cross-attention", true, blocks * cross_attention},
       {"norms, modulation, residuals (host)", false, blocks * norms_and_residuals},
       {"QK-norm and RoPE (host)", false, blocks * qk_norm_rope},
       {"GELU (host)", false, blocks * gelu},

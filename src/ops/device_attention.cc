@@ -16,6 +16,30 @@ bool fits_half(float value, uint16_t* half) {
   return std::isfinite(value) && (*half & 0x7fffu) != 0x7c00u;
 }
 
+// rows x (heads x hd) fp32 values at `stride` apart -> fp16 [heads][rows][hd], times `scale`;
+// with `transposed`, [heads][hd][rows] (the library's V layout). False if one is beyond fp16.
+bool to_head_major(const float* src, int64_t stride, int64_t rows, int64_t heads, int64_t hd,
+                   float scale, bool transposed, uint16_t* dst) {
+  bool in_range = true;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t c = 0; c < hd; ++c) {
+        const int64_t at = transposed ? (h * hd + c) * rows + row : (h * rows + row) * hd + c;
+        in_range &= fits_half(src[row * stride + h * hd + c] * scale, &dst[at]);
+      }
+    }
+  }
+  return in_range;
+}
+
+// fp16 [heads][rows][hd] -> fp32 rows of heads x hd.
+void from_head_major(const uint16_t* src, int64_t rows, int64_t heads, int64_t hd, float* dst) {
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < hd; ++c)
+        dst[row * heads * hd + h * hd + c] = half_bits_to_float(src[(h * rows + row) * hd + c]);
+}
+
 }  // namespace
 
 Status device_attention(Device& device, const float* qkv, const AttentionShape& shape, float scale,
@@ -33,18 +57,9 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
   uint16_t* k = sized(k_buffer, operand_count);
   uint16_t* v = sized(v_buffer, operand_count);
   uint16_t* out = sized(out_buffer, operand_count);
-  bool in_range = true;
-  for (int64_t row = 0; row < t; ++row) {
-    const float* src = qkv + row * 3 * d;
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t c = 0; c < hd; ++c) {
-        const int64_t at = h * hd + c;
-        in_range &= fits_half(src[at] * scale, &q[(h * t + row) * hd + c]);
-        in_range &= fits_half(src[d + at], &k[(h * t + row) * hd + c]);
-        in_range &= fits_half(src[2 * d + at], &v[(h * hd + c) * t + row]);
-      }
-    }
-  }
+  const bool in_range = to_head_major(qkv, 3 * d, t, heads, hd, scale, false, q) &&
+                        to_head_major(qkv + d, 3 * d, t, heads, hd, 1.0f, false, k) &&
+                        to_head_major(qkv + 2 * d, 3 * d, t, heads, hd, 1.0f, true, v);
   if (!in_range) return unsupported("a q, k or v value is beyond fp16's range");
   uint16_t* mask = nullptr;
   if (bias.data != nullptr) {
@@ -83,13 +98,38 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
                              .out = out + block};
     NPUFLOW_RETURN_IF_ERROR(device.attention_fp16(call, context));
   }
-  for (int64_t row = 0; row < t; ++row) {
-    float* dst = ctx + row * d;
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t c = 0; c < hd; ++c)
-        dst[h * hd + c] = half_bits_to_float(out[(h * t + row) * hd + c]);
-    }
-  }
+  from_head_major(out, t, heads, hd, ctx);
+  return Status::ok();
+}
+
+Status device_cross_attention(Device& device, const CrossAttentionOperands& operands, float scale,
+                              float* ctx, const ExecContext& context) {
+  const int64_t tq = operands.queries, tk = operands.keys, heads = operands.heads;
+  const int64_t hd = operands.head_dim, d = heads * hd;
+  thread_local std::vector<uint16_t> q_buffer, k_buffer, v_buffer, out_buffer;
+  uint16_t* q = sized(q_buffer, static_cast<size_t>(tq * d));
+  uint16_t* k = sized(k_buffer, static_cast<size_t>(tk * d));
+  uint16_t* v = sized(v_buffer, static_cast<size_t>(tk * d));
+  uint16_t* out = sized(out_buffer, static_cast<size_t>(tq * d));
+  const bool in_range =
+      to_head_major(operands.q, operands.q_stride, tq, heads, hd, scale, false, q) &&
+      to_head_major(operands.k, operands.kv_stride, tk, heads, hd, 1.0f, false, k) &&
+      to_head_major(operands.v, operands.kv_stride, tk, heads, hd, 1.0f, true, v);
+  if (!in_range) return unsupported("a q, k or v value is beyond fp16's range");
+  const Fp16Attention call{.tokens = tq,
+                           .kv = tk,
+                           .head_dim = hd,
+                           .dv = hd,
+                           .heads = heads,
+                           .kv_heads = heads,
+                           .scale = 1.0f,  // folded into q
+                           .q = q,
+                           .k = k,
+                           .v = v,
+                           .mask = nullptr,
+                           .out = out};
+  NPUFLOW_RETURN_IF_ERROR(device.attention_fp16(call, context));
+  from_head_major(out, tq, heads, hd, ctx);
   return Status::ok();
 }
 

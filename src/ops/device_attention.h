@@ -21,4 +21,19 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
                         const AttentionBias& bias, float* ctx, const ExecContext& context,
                         bool* expressible);
 
+// Attention of `queries` rows over `keys` other rows (a DiT's cross-attention on its text
+// context), no mask: softmax(scale q k^T) v per head, fp16 on the device, widened into ctx
+// (queries x heads * head_dim). kUnsupported when an operand is beyond fp16's range; the caller
+// then runs its host attention.
+struct CrossAttentionOperands {
+  const float* q = nullptr;  // queries rows, q_stride apart
+  int64_t q_stride = 0;
+  const float* k = nullptr;  // keys rows each, kv_stride apart
+  const float* v = nullptr;
+  int64_t kv_stride = 0;
+  int64_t queries = 0, keys = 0, heads = 0, head_dim = 0;
+};
+Status device_cross_attention(Device& device, const CrossAttentionOperands& operands, float scale,
+                              float* ctx, const ExecContext& context);
+
 }  // namespace npuflow

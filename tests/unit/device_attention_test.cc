@@ -54,6 +54,57 @@ TEST(DeviceAttention, MatchesHostAttentionWithAHeadSharedBias) {
   EXPECT_GT(worst, 0.0);   // the device's arithmetic, not the host's
 }
 
+// Queries over another sequence's keys (a DiT's cross-attention), against a double reference:
+// row strides of the caller's buffers, a key count unlike the query count, the scale folded.
+TEST(DeviceAttention, CrossAttentionMatchesADoubleReference) {
+  const int64_t queries = 37, keys = 19, heads = 3, hd = 32, d = heads * hd;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(queries * d)), kv(static_cast<size_t>(keys * 2 * d));
+  for (float& v : q) v = dist(rng);
+  for (float& v : kv) v = dist(rng);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> got(static_cast<size_t>(queries * d), -1.0f);
+  sim::SimDevice sim;
+  const CrossAttentionOperands operands{.q = q.data(),
+                                        .q_stride = d,
+                                        .k = kv.data(),
+                                        .v = kv.data() + d,
+                                        .kv_stride = 2 * d,
+                                        .queries = queries,
+                                        .keys = keys,
+                                        .heads = heads,
+                                        .head_dim = hd};
+  ASSERT_TRUE(device_cross_attention(sim, operands, scale, got.data(), {}).is_ok());
+  EXPECT_EQ(sim.profile().attention_calls, 1);
+  double worst = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < queries; ++i) {
+      std::vector<double> p(static_cast<size_t>(keys));
+      double top = -1e300, total = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < hd; ++c)
+          dot += double(q[i * d + h * hd + c]) * kv[j * 2 * d + h * hd + c];
+        p[j] = dot * scale;
+        top = std::max(top, p[j]);
+      }
+      for (double& v : p) total += (v = std::exp(v - top));
+      for (int64_t c = 0; c < hd; ++c) {
+        double want = 0;
+        for (int64_t j = 0; j < keys; ++j) want += p[j] / total * kv[j * 2 * d + d + h * hd + c];
+        worst = std::max(worst, std::abs(want - got[i * d + h * hd + c]));
+      }
+    }
+  }
+  EXPECT_LE(worst, 2e-2);
+  // Beyond fp16: refused before the device is called.
+  q[5] = 1e6f;
+  EXPECT_EQ(device_cross_attention(sim, operands, 1.0f, got.data(), {}).code(),
+            StatusCode::kUnsupported);
+  EXPECT_EQ(sim.profile().attention_calls, 1);
+}
+
 TEST(DeviceAttention, ABiasThatDiffersPerHeadRunsAsOneCallPerHead) {
   Sequence s = sequence(4, 4);
   // Per head: a distinct relative-position-like ramp, and head 2 masks a different key per row.
