@@ -187,7 +187,8 @@ int diffuse_command(const std::vector<std::string>& args) {
         "\"evaluations\": %lld, "
         "\"seconds\": %.3f, \"device\": \"%s\", \"resident_bytes\": %zu, "
         "\"linear_fallbacks\": %lld, \"attention_on_device\": %lld, \"attention_fallbacks\": "
-        "%lld, \"blocks\": %lld, \"pinned_blocks\": %lld, \"peak_bytes\": %zu, "
+        "%lld, \"blocks\": %lld, \"pinned_blocks\": %lld, \"block_bytes\": %zu, "
+        "\"shared_bytes\": %zu, \"peak_bytes\": %zu, "
         "\"block_packs\": %lld, \"pack_seconds\": %.3f}\n",
         !options.spectrum                                                     ? "off"
         : options.spectrum_schedule == diffusion::SpectrumSchedule::kAdaptive ? "adaptive"
@@ -199,7 +200,8 @@ int diffuse_command(const std::vector<std::string>& args) {
         static_cast<long long>(counters.attention_on_device.load()),
         static_cast<long long>(counters.attention_fallbacks.load()),
         static_cast<long long>(c.blocks), static_cast<long long>(dit.residency().pinned_blocks),
-        dit.residency().peak_bytes, static_cast<long long>(counters.block_packs.load()),
+        dit.residency().block_bytes, dit.residency().shared_bytes, dit.residency().peak_bytes,
+        static_cast<long long>(counters.block_packs.load()),
         counters.pack_nanoseconds.load() * 1e-9);
   } else {
     std::printf("%d steps on %s: %zu computed, %zu forecast, %lld model evaluations, %.2f s\n",

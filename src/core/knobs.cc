@@ -125,10 +125,10 @@ constexpr std::array kKnobs = {
              "cyclic order drops each weight just before its next use (docs/ggml-backend.md has "
              "both measured)."},
     KnobSpec{"mem_budget_mb", "NPUFLOW_MEM_BUDGET_MB", KnobKind::kInt, "0", "0..16777216",
-             "diffusion (npuflow diffuse): MiB of packed DiT weights kept resident. The shared "
-             "layers and as many leading blocks as fit stay packed; the other blocks are packed "
-             "before each of their turns and released after (never LRU: the blocks run in a "
-             "cyclic order). 0 means every block stays resident."},
+             "diffusion (npuflow diffuse): MiB for packed DiT weights. The shared layers and as "
+             "many leading blocks as fit beside one streamed block's slot stay packed; the other "
+             "blocks are packed into that slot before each of their turns and released after "
+             "(never LRU: the blocks run in a cyclic order). 0 means every block stays resident."},
     KnobSpec{"mem_floor_mb", "NPUFLOW_MEM_FLOOR_MB", KnobKind::kInt, "256", "0..16777216",
              "diffusion: stop with a message, before loading and before packing a streamed "
              "block, when the system's available memory (MemAvailable) is below this many MiB. "

@@ -10,15 +10,20 @@ namespace npuflow::diffusion {
 ResidencyPlan plan_block_residency(size_t budget_bytes, size_t shared_bytes, size_t block_bytes,
                                    int64_t blocks) {
   ResidencyPlan plan;
-  if (budget_bytes == 0) {
+  const auto bytes_with = [&](int64_t packed_blocks) {
+    return shared_bytes + static_cast<size_t>(packed_blocks) * block_bytes;
+  };
+  if (budget_bytes == 0 || bytes_with(blocks) <= budget_bytes) {
     plan.pinned_blocks = blocks;
   } else {
-    while (plan.pinned_blocks < blocks &&
-           shared_bytes + (plan.pinned_blocks + 1) * block_bytes <= budget_bytes)
+    // Leave room for the one streamed block, so that the peak stays within the budget too.
+    while (plan.pinned_blocks + 1 < blocks && bytes_with(plan.pinned_blocks + 2) <= budget_bytes)
       ++plan.pinned_blocks;
   }
-  plan.resident_bytes = shared_bytes + plan.pinned_blocks * block_bytes;
-  plan.peak_bytes = plan.resident_bytes + (plan.pinned_blocks < blocks ? block_bytes : 0);
+  plan.shared_bytes = shared_bytes;
+  plan.block_bytes = block_bytes;
+  plan.resident_bytes = bytes_with(plan.pinned_blocks);
+  plan.peak_bytes = bytes_with(plan.pinned_blocks + (plan.pinned_blocks < blocks ? 1 : 0));
   return plan;
 }
 

@@ -13,12 +13,16 @@ namespace npuflow::diffusion {
 
 struct ResidencyPlan {
   int64_t pinned_blocks = 0;  // blocks [0, pinned_blocks) stay packed
+  size_t shared_bytes = 0;    // the layers outside the blocks, always packed
+  size_t block_bytes = 0;     // one block's packed projections
   size_t resident_bytes = 0;  // shared layers + pinned blocks
   size_t peak_bytes = 0;      // resident + one streamed block, while it runs
 };
 
-// budget_bytes 0: everything resident. Otherwise as many leading blocks as fit beside the shared
-// layers (which are always resident, even beyond the budget: without them nothing runs).
+// budget_bytes 0, or a budget the whole model fits in: everything resident. Otherwise as many
+// leading blocks as fit beside the shared layers and one streamed block, so the peak stays within
+// the budget. The shared layers and one streamed block are the least a run needs: a budget below
+// them pins nothing and is exceeded by that much.
 ResidencyPlan plan_block_residency(size_t budget_bytes, size_t shared_bytes, size_t block_bytes,
                                    int64_t blocks);
 

@@ -7,25 +7,33 @@
 namespace npuflow::diffusion {
 namespace {
 
-TEST(BlockResidency, PinsTheLeadingBlocksThatFitBesideTheSharedLayers) {
-  // No budget: everything resident, nothing streamed.
-  ResidencyPlan all = plan_block_residency(0, 100, 1000, 28);
-  EXPECT_EQ(all.pinned_blocks, 28);
-  EXPECT_EQ(all.resident_bytes, 28100u);
-  EXPECT_EQ(all.peak_bytes, 28100u);
-  // Room for 5 blocks and a bit: 5 pinned, a streamed block on top while it runs.
-  ResidencyPlan some = plan_block_residency(5100 + 999, 100, 1000, 28);
+TEST(BlockResidency, PinsTheLeadingBlocksThatFitBesideTheSharedLayersAndOneStreamedBlock) {
+  // No budget, or one the whole model fits in: everything resident, nothing streamed.
+  for (size_t budget : {size_t{0}, size_t{28100}, size_t{1} << 30}) {
+    ResidencyPlan all = plan_block_residency(budget, 100, 1000, 28);
+    EXPECT_EQ(all.pinned_blocks, 28);
+    EXPECT_EQ(all.resident_bytes, 28100u);
+    EXPECT_EQ(all.peak_bytes, 28100u);
+  }
+  // Room for 6 blocks and a bit: 5 pinned and the slot a streamed block runs in.
+  ResidencyPlan some = plan_block_residency(6100 + 999, 100, 1000, 28);
   EXPECT_EQ(some.pinned_blocks, 5);
   EXPECT_EQ(some.resident_bytes, 5100u);
   EXPECT_EQ(some.peak_bytes, 6100u);
-  // An exact fit pins that block; a budget beyond the model pins all of it.
-  EXPECT_EQ(plan_block_residency(6100, 100, 1000, 28).pinned_blocks, 6);
-  EXPECT_EQ(plan_block_residency(1u << 30, 100, 1000, 28).pinned_blocks, 28);
-  // Below the shared layers: they stay (nothing runs without them), every block streams.
+  EXPECT_EQ(some.shared_bytes, 100u);
+  EXPECT_EQ(some.block_bytes, 1000u);
+  // One block short of the model: 26 pinned and one slot, the peak within the budget.
+  ResidencyPlan short_one = plan_block_residency(28099, 100, 1000, 28);
+  EXPECT_EQ(short_one.pinned_blocks, 26);
+  EXPECT_LE(short_one.peak_bytes, 28099u);
+  // Below the shared layers and one block: nothing pinned; the least a run needs.
   ResidencyPlan none = plan_block_residency(50, 100, 1000, 28);
   EXPECT_EQ(none.pinned_blocks, 0);
   EXPECT_EQ(none.resident_bytes, 100u);
   EXPECT_EQ(none.peak_bytes, 1100u);
+  // The peak never exceeds a budget that holds the least a run needs.
+  for (size_t budget = 1100; budget < 30000; budget += 37)
+    EXPECT_LE(plan_block_residency(budget, 100, 1000, 28).peak_bytes, budget) << budget;
 }
 
 TEST(BlockResidency, TheFloorStopsOnlyBelowIt) {
