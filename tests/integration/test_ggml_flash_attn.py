@@ -11,7 +11,7 @@ import pytest
 
 import ggml_tools
 from conftest import SLICE
-from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_LAYERS, Counters,
+from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_AS_F32, SMOLLM2_LAYERS, Counters,
                         backend_ops_cases)
 
 # make test runs every case up to 1024 keys (about 750 on each device), the sliced sanitizer run
@@ -75,9 +75,9 @@ def long_text(tmp_path_factory):
     return path
 
 
-def perplexity(text, backend: bool, env=None):
-    assert SMOLLM2.exists(), f"{SMOLLM2} is missing: run `make setup`"
-    return ggml_tools.perplexity(SMOLLM2, text, CTX, 1, backend, env=env, ubatch=512,
+def perplexity(text, backend: bool, env=None, model=SMOLLM2):
+    assert model.exists(), f"{model} is missing: run `make setup`"
+    return ggml_tools.perplexity(model, text, CTX, 1, backend, env=env, ubatch=512,
                                  extra=("-fa", "on"))
 
 
@@ -91,11 +91,21 @@ def test_perplexity_at_4k_with_flash_attention_on_npuflow(long_text):
     # reaches the threshold), so the difference is the attention's alone.
     ppl_control, control_out = perplexity(long_text, backend=True,
                                           env={**HOST_ALL, "NPUFLOW_FA_MIN_KV": "1048576"})
+    # The CPU backend on the same weights expanded to F32: its exact arithmetic, which NPUFLOW's
+    # host device computes too (it dequantizes the weights and keeps activations in fp32).
+    ppl_exact, _ = perplexity(long_text, backend=False, model=SMOLLM2_AS_F32)
     counters = Counters(out)
+    cpu_own_shift = abs(ppl_cpu / ppl_exact - 1)
     print(f"-c {CTX} -fa on: PPL CPU {ppl_cpu:.4f}  NPUFLOW {ppl_npu:.4f} (ratio "
           f"{ppl_npu / ppl_cpu:.5f}); NPUFLOW with attention on the CPU {ppl_control:.4f} "
-          f"(attention's own ratio {ppl_npu / ppl_control:.6f}); {counters}")
-    assert abs(ppl_npu / ppl_cpu - 1) <= 0.005
+          f"(attention's own ratio {ppl_npu / ppl_control:.6f}); CPU on the F32 copy "
+          f"{ppl_exact:.4f} (the CPU's 8-bit activations move it {cpu_own_shift:.4%}); {counters}")
+    # The gate, 0.5% of the CPU backend's perplexity. Where the CPU backend's own 8-bit
+    # activation quantization moves it further than that from its exact arithmetic (0.53% on an
+    # AVX-512 VNNI machine, 0.40% on AVX2), NPUFLOW is held to that distance plus 0.1%
+    # instead; and always to 0.1% of the exact arithmetic.
+    assert abs(ppl_npu / ppl_cpu - 1) <= max(0.005, cpu_own_shift + 0.001)
+    assert abs(ppl_npu / ppl_exact - 1) <= 0.001
     assert abs(ppl_npu / ppl_control - 1) <= 0.001
     # The 4096-token chunk is 8 ubatches of 512 query rows over 512, 1024, ... 4096 keys: the
     # 7 from 1024 keys (the fa_min_kv default) ran their attention on NPUFLOW in every layer, the
