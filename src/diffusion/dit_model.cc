@@ -19,6 +19,7 @@ struct DitModel::Linear {
   std::vector<float> fused;              // rows of several tensors stacked (QKV, cross K|V)
   std::unique_ptr<PackedWeight> packed;  // null: not packed now, or the device would not take it
   bool refusal_logged = false;
+  bool on_host = false;  // part of the AdaLN modulation: fp32 on the host, never packed
 };
 
 struct DitModel::Block {
@@ -260,13 +261,16 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
   const DitConfig& c = model->config_;
   const int64_t d = c.hidden, r = c.adaln_rank;
 
-  // One projection from the rows of `names` stacked, each [rows_i, in].
+  // One projection from the rows of `names` stacked, each [rows_i, in]. The AdaLN modulation's
+  // own linears (timestep MLP, modulators: M=1 and a function of sigma only) stay on the host in
+  // fp32 with the rest of the modulation, as seed 002 partitions Anima.
   auto add_linear = [&](const std::vector<std::string>& names,
-                        const std::vector<int64_t>& rows_each,
-                        int64_t in) -> Result<const Linear*> {
+                        const std::vector<int64_t>& rows_each, int64_t in,
+                        bool on_host = false) -> Result<const Linear*> {
     auto layer = std::make_unique<Linear>();
     layer->name = join(names, "+");
     layer->in = in;
+    layer->on_host = on_host;
     std::vector<TensorView> views;
     for (size_t i = 0; i < names.size(); ++i) {
       auto view = file->tensor(names[i], {rows_each[i], in});
@@ -281,8 +285,10 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
         layer->fused.insert(layer->fused.end(), v.data, v.data + v.elements());
       layer->host = layer->fused.data();
     }
-    if (pack_now) NPUFLOW_RETURN_IF_ERROR(model->pack(*layer));
-    if (loading_block != nullptr) loading_block->linears.push_back(layer.get());
+    if (!on_host) {
+      if (pack_now) NPUFLOW_RETURN_IF_ERROR(model->pack(*layer));
+      if (loading_block != nullptr) loading_block->linears.push_back(layer.get());
+    }
     model->linears_.push_back(std::move(layer));
     return model->linears_.back().get();
   };
@@ -299,8 +305,9 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
   } while (0)
 
   NPUFLOW_DIT_TAKE(model->x_embedder_, add_linear({"x_embedder.weight"}, {d}, c.patch_features()));
-  NPUFLOW_DIT_TAKE(model->t_linear_1_, add_linear({"t_embedder.linear_1.weight"}, {d}, d));
-  NPUFLOW_DIT_TAKE(model->t_linear_2_, add_linear({"t_embedder.linear_2.weight"}, {3 * d}, d));
+  NPUFLOW_DIT_TAKE(model->t_linear_1_, add_linear({"t_embedder.linear_1.weight"}, {d}, d, true));
+  NPUFLOW_DIT_TAKE(model->t_linear_2_,
+                   add_linear({"t_embedder.linear_2.weight"}, {3 * d}, d, true));
   NPUFLOW_DIT_TAKE(model->t_norm_, add_vector("t_norm.weight", d));
   const int64_t hd = c.head_dim();
   model->blocks_.resize(static_cast<size_t>(c.blocks));
@@ -313,8 +320,9 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
     pack_now = b == 0;  // block 0 measures what one block's context takes
     const std::string p = str_cat("blocks.", b, ".");
     auto modulator = [&](const std::string& sub, Block::Modulator& m) -> Status {
-      NPUFLOW_DIT_TAKE(m.down, add_linear({p + "adaln_" + sub + ".linear_1.weight"}, {r}, d));
-      NPUFLOW_DIT_TAKE(m.up, add_linear({p + "adaln_" + sub + ".linear_2.weight"}, {3 * d}, r));
+      NPUFLOW_DIT_TAKE(m.down, add_linear({p + "adaln_" + sub + ".linear_1.weight"}, {r}, d, true));
+      NPUFLOW_DIT_TAKE(m.up,
+                       add_linear({p + "adaln_" + sub + ".linear_2.weight"}, {3 * d}, r, true));
       return Status::ok();
     };
     NPUFLOW_RETURN_IF_ERROR(modulator("self_attn", block.self_mod));
@@ -338,8 +346,10 @@ Result<std::unique_ptr<DitModel>> DitModel::load(std::shared_ptr<const Safetenso
   }
   loading_block = nullptr;
   pack_now = true;
-  NPUFLOW_DIT_TAKE(model->final_adaln_1_, add_linear({"final.adaln.linear_1.weight"}, {r}, d));
-  NPUFLOW_DIT_TAKE(model->final_adaln_2_, add_linear({"final.adaln.linear_2.weight"}, {2 * d}, r));
+  NPUFLOW_DIT_TAKE(model->final_adaln_1_,
+                   add_linear({"final.adaln.linear_1.weight"}, {r}, d, true));
+  NPUFLOW_DIT_TAKE(model->final_adaln_2_,
+                   add_linear({"final.adaln.linear_2.weight"}, {2 * d}, r, true));
   NPUFLOW_DIT_TAKE(model->final_linear_,
                    add_linear({"final.linear.weight"}, {c.latent_channels * c.patch * c.patch}, d));
 #undef NPUFLOW_DIT_TAKE
@@ -406,21 +416,22 @@ size_t DitModel::resident_bytes() const {
 
 Status DitModel::linear(const Linear& layer, const float* x, int64_t rows, float* y,
                         const ExecContext& exec) {
+  const auto on_host = [&] {
+    reference_linear(
+        x, rows, layer.in, layer.out,
+        [&](int64_t row, float* out) {
+          std::memcpy(out, layer.host + row * layer.in, sizeof(float) * layer.in);
+        },
+        y, exec);
+    return Status::ok();
+  };
+  if (layer.on_host) return on_host();
   return linear_fallback_.run(
       [&] {
         if (!layer.packed) return unsupported("the device did not take the weight");
         return run_linear(*device_, x, rows, *layer.packed, y, exec);
       },
-      [&] {
-        reference_linear(
-            x, rows, layer.in, layer.out,
-            [&](int64_t row, float* out) {
-              std::memcpy(out, layer.host + row * layer.in, sizeof(float) * layer.in);
-            },
-            y, exec);
-        return Status::ok();
-      },
-      counters_.linear_fallbacks, logger_,
+      on_host, counters_.linear_fallbacks, logger_,
       [&](const Status& s) {
         return str_cat("dit: ", layer.name, " ran on the host: ", s.message());
       });

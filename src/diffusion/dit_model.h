@@ -1,7 +1,8 @@
 // An Anima-topology diffusion transformer (docs/diffusion.md), partitioned as seed 002 runs it:
-// every projection on the device through the Device interface, with its weight packed once at
-// load (QKV fused into one weight); self- and cross-attention on the device where it has the
-// primitive; the AdaLN modulation, norms, RoPE, gates and the fp32 residual stream on the host.
+// every projection of the stream on the device through the Device interface, with its weight
+// packed once at load (QKV fused into one weight); self- and cross-attention on the device where
+// it has the primitive; the AdaLN modulation (its one-row linears included), norms, RoPE, gates
+// and the fp32 residual stream on the host.
 #pragma once
 
 #include <array>

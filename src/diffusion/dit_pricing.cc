@@ -57,7 +57,9 @@ DitDenoiseCost price_dit_denoise(const DitConfig& c, int64_t tokens, int64_t for
       npu_gemm_us(n, d, 3 * d) + npu_gemm_us(n, d, d) +                      // QKV, self out
       npu_gemm_us(n, d, d) + npu_gemm_us(lc, c.context_dim, 2 * d) +         // cross q, k|v
       npu_gemm_us(n, d, d) + npu_gemm_us(n, d, ff) + npu_gemm_us(n, ff, d);  // cross out, MLP
-  const double modulators = 3 * (npu_gemm_us(1, d, r) + npu_gemm_us(1, r, 3 * d));
+  // The AdaLN modulators' two GEMVs per sub-layer run on the host with the modulation.
+  const double modulator_flops = 3 * 2.0 * (double(d) * r + double(r) * 3 * d);
+  const double modulators = host_us(CpuWorkClass::kGemm, modulator_flops, modulator_flops * 2, 6);
   const double self_attention =
       sim::CostModel::attention(n, n, hd, hd, c.heads, 5, /*patched_kernel=*/true).total_us();
   const double cross_attention =
@@ -75,15 +77,18 @@ DitDenoiseCost price_dit_denoise(const DitConfig& c, int64_t tokens, int64_t for
 
   // Once per forward: patch embedding, timestep MLP, final layer.
   const int64_t features = c.patch_features(), out = c.latent_channels * c.patch * c.patch;
-  const double shared = npu_gemm_us(n, features, d) + npu_gemm_us(1, d, d) +
-                        npu_gemm_us(1, d, 3 * d) + npu_gemm_us(1, d, r) + npu_gemm_us(1, r, 2 * d) +
-                        npu_gemm_us(n, d, out);
+  const double shared = npu_gemm_us(n, features, d) + npu_gemm_us(n, d, out);
+  // The timestep MLP and the final modulator, on the host (M=1).
+  const double shared_host_flops =
+      2.0 * (double(d) * d + double(d) * 3 * d + double(d) * r + double(r) * 2 * d);
+  const double shared_host =
+      host_us(CpuWorkClass::kGemm, shared_host_flops, shared_host_flops * 2, 4);
 
   DitDenoiseCost cost;
   const double blocks = double(c.blocks);
   cost.phases = {
       {"projections", true, blocks * projections + shared},
-      {"AdaLN modulators (M=1)", true, blocks * modulators},
+      {"AdaLN modulators, timestep MLP (host)", false, blocks * modulators + shared_host},
       {"self-attention", true, blocks * self_attention},
       {"cross-attention", true, blocks * cross_attention},
       {"norms, modulation, residuals (host)", false, blocks * norms_and_residuals},

@@ -1,7 +1,7 @@
 // What a DiT denoise would take on an RK3588 board, partitioned as src/diffusion/dit_model.cc
 // runs it: the projections and both attentions priced by the simulator's NPU cost model (weights
-// resident, fp16), the host work (norms, AdaLN modulation, QK-norm, RoPE, GELU, gated residuals,
-// fp16 conversions) by its model of the board's A76 cores. `npuflow plan --dit`
+// resident, fp16), the host work (AdaLN modulation with its GEMVs, norms, QK-norm, RoPE, GELU,
+// gated residuals, fp16 conversions) by its model of the board's A76 cores. `npuflow plan --dit`
 // prints it beside seed 002's measured Anima run.
 #pragma once
 
