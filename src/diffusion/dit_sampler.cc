@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/strings.h"
 #include "diffusion/flow_sampler.h"
