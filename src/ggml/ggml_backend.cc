@@ -72,9 +72,11 @@ void guarded_void(const char* callback, Body&& body) noexcept {
 struct BackendContext {
   explicit BackendContext(RegContext& reg)
       : engine(*reg.device, reg.logger,
-               static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024,
-               reg.knobs.text("cache_policy") == "lru" ? EvictionPolicy::kLeastRecentlyUsed
-                                                       : EvictionPolicy::kFrequency),
+               MatmulEngineOptions{static_cast<size_t>(reg.knobs.integer("cache_mb")) * 1024 * 1024,
+                                   reg.knobs.text("cache_policy") == "lru"
+                                       ? EvictionPolicy::kLeastRecentlyUsed
+                                       : EvictionPolicy::kFrequency,
+                                   quant_path_from(reg.knobs.text("quant_path"))}),
         attention(*reg.device, reg.logger) {}
   MatmulEngine engine;
   FlashAttnEngine attention;
@@ -103,6 +105,8 @@ void backend_free(ggml_backend_t backend) {
       std::string block =
           str_cat("npuflow: NPUFLOW backend (", idle ? "idle" : g_reg->device->name(),
                   ") stats: ", ctx->engine.summary(), ctx->attention.summary(), "\n");
+      const std::string footprint = ctx->engine.footprint();
+      if (!footprint.empty()) block += str_cat("npuflow: ", footprint, "\n");
       for (const std::string& line : g_reg->policy->summary()) {
         block += str_cat("npuflow: ", line, "\n");
       }
@@ -407,7 +411,9 @@ const ggml_backend_reg_i kRegInterface = {
 // claim=faster's measurement of one shape: the CPU backend against a private MatmulEngine on this
 // device (its resident weight is dropped afterwards; its runs are not counted in the stats).
 Result<MatmulCost> measure_on(RegContext& reg, ggml_type type, const MatmulCostKey& key) {
-  MatmulEngine engine(*reg.device, reg.logger, 0, EvictionPolicy::kFrequency, /*counted=*/false);
+  MatmulEngine engine(*reg.device, reg.logger,
+                      MatmulEngineOptions{0, EvictionPolicy::kFrequency,
+                                          quant_path_from(reg.knobs.text("quant_path")), false});
   const ExecContext exec = openmp_exec_context(key.threads);
   auto cost = measure_mul_mat(ProbeShape{type, key.k, key.n, key.rows, key.threads},
                               [&](const ggml_tensor* node) { return engine.compute(node, exec); });
@@ -450,7 +456,11 @@ RegContext* create_reg_context() {
   RegContext* reg = ctx.get();
   ctx->policy = std::make_unique<OffloadPolicy>(
       mode, ctx->knobs.text("ggml_costs"),
-      [reg] { return cost_identity(reg->device->description()); },
+      // The quantized path changes what a quantized weight costs: each has its own table.
+      [reg] {
+        return cost_identity(
+            str_cat(reg->device->description(), ", quant_path=", reg->knobs.text("quant_path")));
+      },
       [reg](ggml_type type, const MatmulCostKey& key) { return measure_on(*reg, type, key); },
       ctx->logger);
   if (idle) {

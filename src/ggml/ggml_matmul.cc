@@ -1,15 +1,20 @@
 #include "ggml/ggml_matmul.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/strings.h"
 #include "ggml-backend.h"
 #include "ggml/ggml_fault.h"
 #include "ggml/ggml_guard.h"
 #include "ops/float_linear.h"
+#include "ops/groupwise_linear.h"
+#include "quant/block_quantization.h"
 
 namespace npuflow::ggml {
 
@@ -93,6 +98,14 @@ MatmulCandidate describe_mul_mat_id(const ggml_tensor* node) {
     c.k = -1;  // malformed; refused as "empty"
   }
   return c;
+}
+
+QuantPath quant_path_from(const std::string& knob) {
+  return knob == "dequant" ? QuantPath::kDequant : QuantPath::kNative;
+}
+
+bool runs_native(QuantPath path, ggml_type type) {
+  return path == QuantPath::kNative && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0);
 }
 
 int m_bucket(int64_t m) {
@@ -179,6 +192,36 @@ void widen_weight_row(const uint8_t* base, size_t row_bytes, ggml_type type, int
   }
 }
 
+// A Q8_0 or Q4_0 weight's rows [first, last) (row_bytes apart, K values each) split into int8
+// values (N x K) and one fp32 scale per 32-value block (N x K/32). ggml's blocks (ggml-common.h):
+// block_q8_0 is an fp16 scale d then 32 int8 values (x = q d); block_q4_0 is d then 16 bytes whose
+// low nibbles are values 0-15 and high nibbles values 16-31 (x = (nibble - 8) d).
+void split_block_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
+                      int64_t first, int64_t last, int8_t* values, float* scales) {
+  const int64_t blocks = k / kQ8BlockValues;
+  const size_t block_bytes =
+      sizeof(uint16_t) + (type == GGML_TYPE_Q8_0 ? kQ8BlockValues : kQ8BlockValues / 2);
+  for (int64_t r = first; r < last; ++r) {
+    const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + static_cast<size_t>(b) * block_bytes;
+      uint16_t d;
+      std::memcpy(&d, block, sizeof(d));
+      scales[r * blocks + b] = half_bits_to_float(d);
+      int8_t* out = values + r * k + b * kQ8BlockValues;
+      const uint8_t* q = block + sizeof(d);
+      if (type == GGML_TYPE_Q8_0) {
+        std::memcpy(out, q, kQ8BlockValues);
+        continue;
+      }
+      for (int64_t j = 0; j < kQ8BlockValues / 2; ++j) {
+        out[j] = static_cast<int8_t>((q[j] & 0x0f) - 8);
+        out[j + kQ8BlockValues / 2] = static_cast<int8_t>((q[j] >> 4) - 8);
+      }
+    }
+  }
+}
+
 // Weights the runtime marks as such are immutable for the buffer's life: a sampled fingerprint
 // suffices. Anything else (test graphs, a leaf the caller may rewrite) is hashed in full, so a
 // changed tensor at a recycled address is never served stale.
@@ -193,34 +236,49 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
   auto weight_row = [&p](int64_t row, float* out) {
     widen_weight_row(p.weight, p.row_bytes, p.type, p.k, row, out);
   };
+  const bool native = runs_native(quant_path_, p.type);
+  constexpr int64_t kRowsPerTask = 64;
+  const auto row_tasks = static_cast<size_t>((p.n + kRowsPerTask - 1) / kRowsPerTask);
+  // Weight rows [first, last) of each task, prepared in parallel.
+  auto for_row_tasks = [&](const std::function<void(int64_t first, int64_t last)>& body) {
+    context.run(row_tasks, [&](size_t task) {
+      throw_if_injected(FaultPoint::kDeviceCompute);
+      const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+      body(first, std::min(p.n, first + kRowsPerTask));
+    });
+  };
+  auto pack = [&]() -> Result<std::unique_ptr<PackedWeight>> {
+    if (native) {
+      std::vector<int8_t> values(static_cast<size_t>(p.n * p.k));
+      std::vector<float> scales(static_cast<size_t>(p.n * (p.k / kQ8BlockValues)));
+      for_row_tasks([&](int64_t first, int64_t last) {
+        split_block_rows(p.type, p.weight, p.row_bytes, p.k, first, last, values.data(),
+                         scales.data());
+      });
+      return pack_groupwise_linear(device_, values.data(), std::move(scales), p.k, p.n,
+                                   kQ8BlockValues);
+    }
+    std::vector<float> rows(static_cast<size_t>(p.n * p.k));
+    for_row_tasks([&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) weight_row(r, rows.data() + r * p.k);
+    });
+    return pack_linear_weight(device_, rows.data(), p.k, p.n);
+  };
   // The device step: resident weight (packed on first use) and the GEMM. A failure, returned or
   // thrown, is answered by the host reference: a claim never fails a run.
   auto on_device = [&] {
     return status_of([&]() -> Status {
       CacheOutcome outcome = CacheOutcome::kHit;
-      auto weight = cache_.get_or_pack(
-          p.weight, p.fingerprint,
-          [&]() {
-            std::vector<float> rows(static_cast<size_t>(p.n * p.k));
-            constexpr int64_t kRowsPerTask = 64;
-            context.run(static_cast<size_t>((p.n + kRowsPerTask - 1) / kRowsPerTask),
-                        [&](size_t task) {
-                          throw_if_injected(FaultPoint::kDeviceCompute);
-                          const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
-                          for (int64_t r = first; r < std::min(p.n, first + kRowsPerTask); ++r) {
-                            weight_row(r, rows.data() + r * p.k);
-                          }
-                        });
-            return pack_linear_weight(device_, rows.data(), p.k, p.n);
-          },
-          &outcome);
+      auto weight = cache_.get_or_pack(p.weight, p.fingerprint, pack, &outcome);
       if (!weight.is_ok()) return weight.status();
       const bool packed = outcome != CacheOutcome::kHit;
+      if (packed) record_footprint(p, weight.value()->resident_bytes());
       if (counted_) counters().count_weight(packed, outcome == CacheOutcome::kRepacked);
       if (p.expert_of != nullptr) {
         routing_.record_expert(p.expert_of, outcome, packed ? weight.value()->resident_bytes() : 0);
       }
-      return run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
+      return native ? run_groupwise_linear(device_, p.x, p.m, *weight.value(), p.y, context)
+                    : run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
     });
   };
   return fallback_.run(
@@ -349,6 +407,31 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
   mul_mat_ids_++;
   if (counted_) counters().count_mul_mat_id(experts_run, any_fallback);
   return Status::ok();
+}
+
+void MatmulEngine::record_footprint(const ResidentProduct& p, size_t resident) {
+  std::lock_guard<std::mutex> lock(footprint_mutex_);
+  footprint_[p.weight] = Footprint{p.type, p.row_bytes * static_cast<size_t>(p.n), resident};
+}
+
+std::string MatmulEngine::footprint() const {
+  std::lock_guard<std::mutex> lock(footprint_mutex_);
+  std::map<ggml_type, std::pair<size_t, size_t>> by_type;
+  for (const auto& [weight, f] : footprint_) {
+    by_type[f.type].first += f.file_bytes;
+    by_type[f.type].second += f.resident_bytes;
+  }
+  std::string line;
+  for (const auto& [type, bytes] : by_type) {
+    const auto [file, resident] = bytes;
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.3f",
+                  static_cast<double>(resident) / static_cast<double>(file));
+    line += str_cat(line.empty() ? "weights " : "; ", ggml_type_name(type), " ",
+                    runs_native(quant_path_, type) ? "native" : "dequant", ": file_bytes=", file,
+                    " resident_bytes=", resident, " ratio=", ratio);
+  }
+  return line;
 }
 
 std::string MatmulEngine::summary() const {

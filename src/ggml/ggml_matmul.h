@@ -47,13 +47,31 @@ class Counters {
 Counters& counters();
 int m_bucket(int64_t m);
 
+// How a quantized weight becomes resident (NPUFLOW_QUANT_PATH). dequant: widened to the device's
+// float type, as every type always was. native: a type whose blocks map onto a device datapath
+// stays quantized there (Q8_0 and Q4_0: int8 values with a scale per 32, on the group-wise int8
+// GEMM, ops/groupwise_linear.h); other types are dequantized still.
+enum class QuantPath { kDequant, kNative };
+QuantPath quant_path_from(const std::string& knob);
+// Whether `type` runs on a native datapath under `path`.
+bool runs_native(QuantPath path, ggml_type type);
+
+struct MatmulEngineOptions {
+  size_t cache_bytes = 0;  // NPUFLOW_CACHE_MB in bytes; 0: no limit
+  EvictionPolicy policy = EvictionPolicy::kFrequency;
+  QuantPath quant_path = QuantPath::kNative;
+  bool counted = true;  // false: runs stay out of the process-wide counters (the cost probe)
+};
+
 // One backend's MUL_MAT engine: its resident weights and what it ran.
 class MatmulEngine {
  public:
-  // counted=false: its runs stay out of the process-wide counters (claim=faster's cost probe).
-  MatmulEngine(Device& device, const Logger& logger, size_t cache_bytes,
-               EvictionPolicy policy = EvictionPolicy::kFrequency, bool counted = true)
-      : device_(device), logger_(logger), cache_(cache_bytes, policy), counted_(counted) {}
+  MatmulEngine(Device& device, const Logger& logger, const MatmulEngineOptions& options)
+      : device_(device),
+        logger_(logger),
+        cache_(options.cache_bytes, options.policy),
+        quant_path_(options.quant_path),
+        counted_(options.counted) {}
 
   // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
   Status compute(const ggml_tensor* node, const ExecContext& context);
@@ -66,6 +84,10 @@ class MatmulEngine {
   std::string summary() const;
   // MUL_MAT_ID's routing per expert tensor (moe_routing_profile.h); empty without MoE.
   std::vector<std::string> routing_profile() const { return routing_.lines(); }
+  // One line: per weight type, its path and the bytes of the weights packed so far in the model
+  // file against their resident bytes ("weights q8_0 native: file_bytes=.. resident_bytes=..
+  // ratio=1.059; q4_1 dequant: ..."); empty before any weight was packed.
+  std::string footprint() const;
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
@@ -90,9 +112,19 @@ class MatmulEngine {
 
   Device& device_;
   const Logger& logger_;
+  // Records a pack of `p` taking `resident` bytes (the latest pack per weight counts).
+  void record_footprint(const ResidentProduct& p, size_t resident);
+
   ResidentWeightCache cache_;
   RoutingProfile routing_;
+  const QuantPath quant_path_;
   const bool counted_;
+  struct Footprint {
+    ggml_type type;
+    size_t file_bytes, resident_bytes;
+  };
+  mutable std::mutex footprint_mutex_;
+  std::map<const uint8_t*, Footprint> footprint_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;
   int64_t mul_mat_ids_ = 0;

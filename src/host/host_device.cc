@@ -16,6 +16,7 @@
 #include "host/float_exact_int8.h"
 #include "host/fp16_attention.h"
 #include "host/fp16_conv.h"
+#include "host/groupwise_gemm.h"
 #include "host/int8_gemm_loop.h"
 #include "host/onednn_weight.h"
 
@@ -485,12 +486,19 @@ Result<std::unique_ptr<PackedWeight>> HostDevice::pack_groupwise_weight(const in
   }
   if (type == ElementType::kInt4)
     NPUFLOW_RETURN_IF_ERROR(check_int4_values(weight, k * n, "weight"));
+  if (group % 2 == 0) {
+    return std::unique_ptr<PackedWeight>(new HostGroupwiseWeight(weight, k, n, type, group));
+  }
   return std::unique_ptr<PackedWeight>(new PlainIntWeight(weight, k, n, type, group));
 }
 
 Status HostDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
                                   const PackedWeight& w, const float* w_scales, float* c,
                                   const ExecContext& context) {
+  if (const auto* paired = dynamic_cast<const HostGroupwiseWeight*>(&w)) {
+    host_groupwise_gemm(a, a_scales, m, *paired, w_scales, c, context);
+    return Status::ok();
+  }
   const auto* weight = dynamic_cast<const PlainIntWeight*>(&w);
   if (weight == nullptr || w.group() == 0) {
     return invalid_argument("gemm_groupwise needs a weight from pack_groupwise_weight");

@@ -30,6 +30,10 @@ SMOLLM2 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The same weights with every tensor expanded to F32 by tools/setup.sh (llama-quantize
 # --allow-requantize ... F32): exactly the Q4_1 values, on which the CPU backend computes in fp32.
 SMOLLM2_AS_F32 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
+# The F32 expansion quantized to Q8_0 and Q4_0 by llama-quantize (tools/setup.sh): the models of
+# the native datapath's gates.
+SMOLLM2_Q8_0 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q8_0-from-Q4_1.gguf"
+SMOLLM2_Q4_0 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_0-from-Q4_1.gguf"
 # SmolLM2-135M: 30 blocks of 7 projections (q, k, v, o, gate, up, down); the lm_head is tied to
 # token_embd, one more MUL_MAT per graph.
 SMOLLM2_LAYERS = 30

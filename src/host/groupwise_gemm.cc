@@ -1,0 +1,261 @@
+#include "host/groupwise_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/scratch.h"
+#include "ops/simd.h"
+
+#if NPUFLOW_HAVE_AVX2_KERNELS
+#include <immintrin.h>
+#endif
+
+namespace npuflow {
+namespace {
+
+constexpr int64_t kColumnBlock = 16;  // two AVX2 vectors of int32
+constexpr int64_t kRowBlock = 8;      // rows sharing each weight load
+
+// Where the K pair starting at `kk` of the column block starting at `j0` lies: each block of 16
+// columns holds its K/2 pairs contiguously, 32 bytes apiece, so a kernel streams one block's
+// whole K from consecutive cache lines.
+const int8_t* pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
+  return w.pairs() + (j0 / kColumnBlock) * (w.k() * kColumnBlock) + (kk / 2) * 2 * kColumnBlock;
+}
+
+int64_t padded_columns(int64_t n) {
+  return (n + kColumnBlock - 1) / kColumnBlock * kColumnBlock;
+}
+
+// One block of kRowBlock rows, of which the first `rows` are real (the vector kernels compute all
+// of them; the rest are zeros with zero scales): each row's K values widened to int16 (two
+// adjacent values read as one int32 are the pair a kernel broadcasts) and its G scales.
+struct RowBlock {
+  const int16_t* a16;     // kRowBlock x K
+  const float* a_scales;  // kRowBlock x G
+  int64_t rows;
+};
+
+// The portable loops: the same arithmetic, the same order of fp32 operations.
+void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const float* scales_gn,
+                    float* c, int64_t n) {
+  const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
+  int32_t partial[kColumnBlock];
+  for (int64_t r = 0; r < block.rows; ++r) {
+    const int16_t* a = block.a16 + r * k;
+    for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
+      float out[kColumnBlock] = {};
+      for (int64_t g = 0; g < groups; ++g) {
+        std::fill(partial, partial + kColumnBlock, 0);
+        for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
+          const int8_t* pair = pair_at(w, kk, j0);
+          for (int64_t j = 0; j < kColumnBlock; ++j) {
+            partial[j] += a[kk] * pair[2 * j] + a[kk + 1] * pair[2 * j + 1];
+          }
+        }
+        const float a_scale = block.a_scales[r * groups + g];
+        for (int64_t j = 0; j < kColumnBlock; ++j) {
+          const float scale = a_scale * scales_gn[g * np + j0 + j];
+          out[j] = out[j] + scale * static_cast<float>(partial[j]);
+        }
+      }
+      const int64_t valid = std::min(kColumnBlock, n - j0);
+      std::copy(out, out + valid, c + r * n + j0);
+    }
+  }
+}
+
+#if NPUFLOW_HAVE_AVX2_KERNELS
+NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
+                                         const float* scales_gn, float* c, int64_t n);
+
+NPUFLOW_TARGET_AVX2 void block_avx2(const RowBlock& block, const HostGroupwiseWeight& w,
+                                    const float* scales_gn, float* c, int64_t n) {
+  const int64_t k = w.k(), groups = k / w.group();
+  // Four rows at a time: their eight accumulators and the weight pair fill the 16 registers.
+  constexpr int64_t kRows = 4;
+  for (int64_t first = 0; first < block.rows; first += kRows) {
+    const RowBlock part{block.a16 + first * k, block.a_scales + first * groups,
+                        std::min(kRows, block.rows - first)};
+    block_avx2_rows(part, w, scales_gn, c + first * n, n);
+  }
+}
+
+NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
+                                         const float* scales_gn, float* c, int64_t n) {
+  const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
+  constexpr int64_t kRows = 4;
+  const int64_t rows = block.rows;
+  alignas(32) float out[kRows][kColumnBlock];
+  for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
+    std::memset(out, 0, sizeof(out));
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i acc[kRows][2];
+      for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+      for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
+        const int8_t* pair = pair_at(w, kk, j0);
+        const __m256i w0 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
+        const __m256i w1 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + 16)));
+        for (int64_t r = 0; r < kRows; ++r) {
+          int32_t a_pair;
+          std::memcpy(&a_pair, block.a16 + r * k + kk, sizeof(a_pair));
+          const __m256i a = _mm256_set1_epi32(a_pair);
+          acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(w0, a));
+          acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(w1, a));
+        }
+      }
+      const __m256 ws0 = _mm256_loadu_ps(scales_gn + g * np + j0);
+      const __m256 ws1 = _mm256_loadu_ps(scales_gn + g * np + j0 + 8);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const __m256 a_scale = _mm256_set1_ps(block.a_scales[r * groups + g]);
+        // Product, then sum: two roundings, as the portable loop (the file has no contraction).
+        const __m256 p0 = _mm256_mul_ps(_mm256_mul_ps(a_scale, ws0), _mm256_cvtepi32_ps(acc[r][0]));
+        const __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(a_scale, ws1), _mm256_cvtepi32_ps(acc[r][1]));
+        _mm256_store_ps(out[r], _mm256_add_ps(_mm256_load_ps(out[r]), p0));
+        _mm256_store_ps(out[r] + 8, _mm256_add_ps(_mm256_load_ps(out[r] + 8), p1));
+      }
+    }
+    const int64_t valid = std::min(kColumnBlock, n - j0);
+    for (int64_t r = 0; r < rows; ++r) std::copy(out[r], out[r] + valid, c + r * n + j0);
+  }
+}
+
+// The same loop on 512-bit vectors: one vpdpwssd takes a K pair of 16 columns and accumulates.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
+    const RowBlock& block, const HostGroupwiseWeight& w, const float* scales_gn, float* c,
+    int64_t n) {
+  const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
+  const int64_t rows = block.rows;
+  alignas(64) float out[kRowBlock][kColumnBlock];
+  for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
+    std::memset(out, 0, sizeof(out));
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512i acc[kRowBlock];
+      for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = _mm512_setzero_si512();
+      for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
+        const int8_t* pair = pair_at(w, kk, j0);
+        const __m512i wv =
+            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
+        for (int64_t r = 0; r < kRowBlock; ++r) {
+          int32_t a_pair;
+          std::memcpy(&a_pair, block.a16 + r * k + kk, sizeof(a_pair));
+          acc[r] = _mm512_dpwssd_epi32(acc[r], wv, _mm512_set1_epi32(a_pair));
+        }
+      }
+      const __m512 ws = _mm512_loadu_ps(scales_gn + g * np + j0);
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        const __m512 a_scale = _mm512_set1_ps(block.a_scales[r * groups + g]);
+        // The masked form: GCC 12 flags the plain one's undefined pass-through vector.
+        const __m512 partial = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xffff, acc[r]);
+        const __m512 p = _mm512_mul_ps(_mm512_mul_ps(a_scale, ws), partial);
+        _mm512_store_ps(out[r], _mm512_add_ps(_mm512_load_ps(out[r]), p));
+      }
+    }
+    const int64_t valid = std::min(kColumnBlock, n - j0);
+    for (int64_t r = 0; r < rows; ++r) std::copy(out[r], out[r] + valid, c + r * n + j0);
+  }
+}
+#endif
+
+bool cpu_runs(GroupwiseKernel kernel) {
+#if NPUFLOW_HAVE_AVX2_KERNELS
+  switch (kernel) {
+    case GroupwiseKernel::kAvx2:
+      return __builtin_cpu_supports("avx2") != 0;
+    case GroupwiseKernel::kAvx512Vnni:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vnni");
+    default:
+      return true;
+  }
+#else
+  return kernel == GroupwiseKernel::kPortable || kernel == GroupwiseKernel::kAuto;
+#endif
+}
+
+GroupwiseKernel resolve(GroupwiseKernel kernel) {
+  if (kernel != GroupwiseKernel::kAuto && cpu_runs(kernel)) return kernel;
+  // The host ops' switch (tests, host_kernels=portable) turns every vector kernel off.
+  if (!avx2_kernels_active()) return GroupwiseKernel::kPortable;
+  if (cpu_runs(GroupwiseKernel::kAvx512Vnni)) return GroupwiseKernel::kAvx512Vnni;
+  return cpu_runs(GroupwiseKernel::kAvx2) ? GroupwiseKernel::kAvx2 : GroupwiseKernel::kPortable;
+}
+
+}  // namespace
+
+const char* groupwise_kernel_name(GroupwiseKernel kernel) {
+  switch (kernel) {
+    case GroupwiseKernel::kAuto:
+      return "auto";
+    case GroupwiseKernel::kPortable:
+      return "portable";
+    case GroupwiseKernel::kAvx2:
+      return "avx2";
+    case GroupwiseKernel::kAvx512Vnni:
+      return "avx512-vnni";
+  }
+  return "?";
+}
+
+std::vector<GroupwiseKernel> groupwise_kernels_available() {
+  std::vector<GroupwiseKernel> kernels;
+  for (GroupwiseKernel kernel :
+       {GroupwiseKernel::kPortable, GroupwiseKernel::kAvx2, GroupwiseKernel::kAvx512Vnni}) {
+    if (cpu_runs(kernel)) kernels.push_back(kernel);
+  }
+  return kernels;
+}
+
+HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n,
+                                         ElementType type, int64_t group)
+    : PackedWeight(k, n, type, group), np_(padded_columns(n)) {
+  pairs_.assign(static_cast<size_t>(k * np_), 0);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t col = 0; col < n; ++col) {
+      const int64_t at = (col / kColumnBlock) * (k * kColumnBlock) + (kk / 2) * 2 * kColumnBlock +
+                         (col % kColumnBlock) * 2 + (kk & 1);
+      pairs_[static_cast<size_t>(at)] = weight[kk * n + col];
+    }
+  }
+}
+
+void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
+                         const HostGroupwiseWeight& w, const float* w_scales, float* c,
+                         const ExecContext& context, GroupwiseKernel kernel) {
+  const int64_t k = w.k(), n = w.n(), np = w.padded_n(), groups = k / w.group();
+  // The weight scales, G x Np (zero for padded columns), so a vector reads 8 columns' scales.
+  std::vector<float> scales_gn(static_cast<size_t>(groups * np), 0.0f);
+  for (int64_t col = 0; col < n; ++col) {
+    for (int64_t g = 0; g < groups; ++g) scales_gn[g * np + col] = w_scales[col * groups + g];
+  }
+  [[maybe_unused]] const GroupwiseKernel chosen = resolve(kernel);
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  context.run(static_cast<size_t>(blocks), [&](size_t index) {
+    const int64_t row0 = static_cast<int64_t>(index) * kRowBlock;
+    const int64_t rows = std::min(kRowBlock, m - row0);
+    thread_local std::vector<int16_t> a16_buffer;
+    thread_local std::vector<float> scale_buffer;
+    int16_t* a16 = sized(a16_buffer, static_cast<size_t>(kRowBlock * k));
+    float* scales = sized(scale_buffer, static_cast<size_t>(kRowBlock * groups));
+    for (int64_t i = 0; i < rows * k; ++i) a16[i] = a[row0 * k + i];
+    std::fill(a16 + rows * k, a16 + kRowBlock * k, int16_t{0});
+    std::copy(a_scales + row0 * groups, a_scales + (row0 + rows) * groups, scales);
+    std::fill(scales + rows * groups, scales + kRowBlock * groups, 0.0f);
+    const RowBlock block{a16, scales, rows};
+#if NPUFLOW_HAVE_AVX2_KERNELS
+    if (chosen == GroupwiseKernel::kAvx512Vnni) {
+      block_avx512_vnni(block, w, scales_gn.data(), c + row0 * n, n);
+      return;
+    }
+    if (chosen == GroupwiseKernel::kAvx2) {
+      block_avx2(block, w, scales_gn.data(), c + row0 * n, n);
+      return;
+    }
+#endif
+    block_portable(block, w, scales_gn.data(), c + row0 * n, n);
+  });
+}
+
+}  // namespace npuflow

@@ -1,0 +1,47 @@
+// The host device's group-wise integer GEMM (Device::gemm_groupwise):
+//   c[m][n] = sum_g (a_scales[m][g] * w_scales[n][g]) * float(sum_{k in g} a[m][k] w[k][n])
+// with each group's partial exact in int32 and the fp32 sum taken in ascending g, one product and
+// one sum rounded per group, never fused: the same bits on every CPU and in every kernel below.
+//
+// The weight is stored for the kernel: K in pairs, each pair's two values adjacent per column
+// ([K/2][Np][2] int8, Np = N rounded up to 16 with zero columns), so that a multiply-add of int16
+// pairs (AVX2 vpmaddwd, AVX-512 VNNI vpdpwssd) takes two K steps of 8 or 16 columns at once. One
+// byte per value, as the int8 weight it came from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/parallel.h"
+#include "device/device.h"
+
+namespace npuflow {
+
+class HostGroupwiseWeight final : public PackedWeight {
+ public:
+  // weight: row-major K x N; K a multiple of `group`, `group` even.
+  HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group);
+  size_t resident_bytes() const override { return pairs_.size(); }
+  int64_t padded_n() const { return np_; }
+  const int8_t* pairs() const { return pairs_.data(); }
+
+ private:
+  int64_t np_;
+  std::vector<int8_t> pairs_;
+};
+
+// The kernels, all giving the same bits. kAuto: the fastest this CPU has (AVX-512 VNNI, then
+// AVX2), or the portable loops where the host ops' vector kernels are turned off (ops/simd.h).
+enum class GroupwiseKernel { kAuto, kPortable, kAvx2, kAvx512Vnni };
+const char* groupwise_kernel_name(GroupwiseKernel kernel);
+// The kernels this CPU can run (kPortable always).
+std::vector<GroupwiseKernel> groupwise_kernels_available();
+
+// a: M x K int8 row-major; a_scales M x G; w_scales N x G (G = K / group); c: M x N. A kernel this
+// CPU cannot run is replaced by kAuto's choice.
+void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
+                         const HostGroupwiseWeight& w, const float* w_scales, float* c,
+                         const ExecContext& context,
+                         GroupwiseKernel kernel = GroupwiseKernel::kAuto);
+
+}  // namespace npuflow

@@ -1,0 +1,28 @@
+// Block-wise int8 quantization of activations in ggml's Q8_0 form, the activation a Q8_0 or Q4_0
+// weight's CPU dot product sees: every run of 32 values along a row gets the scale d = amax / 127,
+// rounded to fp16 (the scale ggml stores and multiplies by), and values round(x * id) in
+// [-127, 127]; an all-zero block gets d = 0 and zeros. id and the rounding are those of the CPU
+// backend's quantize_row_q8_0 on this architecture (ggml-cpu/arch/*/quants.c), so that a device's
+// group-wise int8 GEMM on these blocks computes what the CPU backend computes, up to the order of
+// its fp32 sums:
+//   x86-64 (its AVX/AVX2 kernel): id = 127 / amax, ties to even;
+//   arm64 (its NEON kernel):      id = 1 / d,      ties to even;
+//   elsewhere (ggml's reference): id = 1 / d,      ties away from zero.
+// The difference shows on real inputs: SmolLM2's embedding rows land on exact ties, and with
+// ggml's reference rounding its first projections were 1e-6 (NMSE) from the CPU's product.
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+
+namespace npuflow {
+
+inline constexpr int64_t kQ8BlockValues = 32;
+
+// x: m rows of k floats, k a multiple of 32. q: m x k int8; scales: m x (k / 32) floats. False
+// (outputs unspecified) when x holds a NaN or an infinity, which no block scale can carry.
+bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
+                             const ExecContext& context);
+
+}  // namespace npuflow

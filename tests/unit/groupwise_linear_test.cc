@@ -1,0 +1,244 @@
+// Quantized weights that stay quantized (the ggml backend's Q8_0 native path): the activation's
+// Q8_0 block quantization, the host's paired group-wise kernel against the specified arithmetic
+// in both its kernels, and the group-wise linear layer on host and sim.
+#include "ops/groupwise_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/fp16.h"
+#include "host/groupwise_gemm.h"
+#include "host/host_device.h"
+#include "ops/simd.h"
+#include "quant/block_quantization.h"
+#include "sim/sim_device.h"
+
+namespace npuflow {
+namespace {
+
+// c[m][n] = sum_g (as[m][g] * ws[n][g]) * float(exact partial), g ascending: Device::gemm_groupwise
+// as specified, written out plainly.
+std::vector<float> specified_groupwise(const std::vector<int8_t>& a, const std::vector<float>& as,
+                                       const std::vector<int8_t>& w_kn,
+                                       const std::vector<float>& ws, int64_t m, int64_t k,
+                                       int64_t n, int64_t group) {
+  const int64_t groups = k / group;
+  std::vector<float> c(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        int32_t partial = 0;
+        for (int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+          partial += int32_t{a[i * k + kk]} * w_kn[kk * n + j];
+        }
+        const float scale = as[i * groups + g] * ws[j * groups + g];
+        const float term = scale * static_cast<float>(partial);
+        sum = sum + term;
+      }
+      c[i * n + j] = sum;
+    }
+  }
+  return c;
+}
+
+TEST(HostGroupwiseGemm, BothKernelsGiveTheSpecifiedBitsOnRandomShapes) {
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<int> i8(-128, 127);
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  HostDevice device({});
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t group = std::vector<int64_t>{2, 32, 64}[trial % 3];
+    const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
+    std::vector<int8_t> a(m * k), w(k * n);
+    for (auto& v : a) v = static_cast<int8_t>(i8(rng));
+    for (auto& v : w) v = static_cast<int8_t>(i8(rng));
+    // Extremes: a row and a column of -128 (the int16 pair sums reach 2 * 2^14).
+    for (int64_t kk = 0; kk < k; ++kk) a[kk] = -128, w[kk * n] = -128;
+    std::vector<float> as(m * (k / group)), ws(n * (k / group));
+    for (auto& v : as) v = scale(rng);
+    for (auto& v : ws) v = scale(rng);
+    const auto expected = specified_groupwise(a, as, w, ws, m, k, n, group);
+    auto packed = device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, group);
+    ASSERT_TRUE(packed.is_ok());
+    ASSERT_NE(dynamic_cast<const HostGroupwiseWeight*>(packed.value().get()), nullptr);
+    EXPECT_EQ(packed.value()->resident_bytes(), static_cast<size_t>(k * ((n + 15) / 16 * 16)));
+    const auto& weight = dynamic_cast<const HostGroupwiseWeight&>(*packed.value());
+    for (GroupwiseKernel kernel : groupwise_kernels_available()) {
+      std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+      host_groupwise_gemm(a.data(), as.data(), m, weight, ws.data(), c.data(), {}, kernel);
+      for (int64_t i = 0; i < m * n; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(c[i]), std::bit_cast<uint32_t>(expected[i]))
+            << "trial " << trial << " element " << i << " kernel " << groupwise_kernel_name(kernel)
+            << ": " << c[i] << " != " << expected[i] << " (m " << m << " k " << k << " n " << n
+            << ")";
+      }
+    }
+    // And through the device, whichever kernel it picks, with the vector kernels on and off.
+    for (bool vectors : {false, true}) {
+      allow_avx2_kernels(vectors);
+      std::vector<float> c(m * n);
+      ASSERT_TRUE(
+          device.gemm_groupwise(a.data(), as.data(), m, *packed.value(), ws.data(), c.data(), {})
+              .is_ok());
+      EXPECT_EQ(c, expected);
+    }
+  }
+  allow_avx2_kernels(true);
+  std::string kernels;
+  for (GroupwiseKernel kernel : groupwise_kernels_available()) {
+    kernels += std::string(" ") + groupwise_kernel_name(kernel);
+  }
+  std::printf("group-wise kernels checked on this CPU:%s\n", kernels.c_str());
+}
+
+TEST(BlockQuantization, Q8BlocksFollowTheCpuBackendsQuantizer) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int64_t m = 7, k = 96, blocks = k / kQ8BlockValues;
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  for (int64_t i = 0; i < kQ8BlockValues; ++i) x[i] = 0.0f;  // an all-zero block
+  x[kQ8BlockValues + 5] = -40.0f;                            // a block's extreme is negative
+  std::vector<int8_t> q(m * k);
+  std::vector<float> scales(m * blocks);
+  ASSERT_TRUE(quantize_rows_q8_blocks(x.data(), m, k, q.data(), scales.data(), {}));
+  EXPECT_EQ(scales[0], 0.0f);
+  for (int64_t i = 0; i < kQ8BlockValues; ++i) EXPECT_EQ(q[i], 0);
+  EXPECT_EQ(q[kQ8BlockValues + 5], -127);
+  for (int64_t row = 0; row < m; ++row) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* block = x.data() + row * k + b * kQ8BlockValues;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < kQ8BlockValues; ++i) amax = std::max(amax, std::fabs(block[i]));
+      const float d = amax / 127.0f;
+      // The stored scale is d rounded to fp16; the values come from the unrounded d.
+      EXPECT_EQ(scales[row * blocks + b], half_bits_to_float(float_to_half_bits(d)));
+      int extremes = 0;
+      for (int64_t i = 0; i < kQ8BlockValues; ++i) {
+        const int value = q[row * k + b * kQ8BlockValues + i];
+        EXPECT_LE(std::abs(value), 127);
+        extremes += std::abs(value) == 127;
+        if (d > 0.0f) {
+          EXPECT_LE(std::fabs(block[i] / d - value), 0.5f + 1e-4f);
+        }
+      }
+      if (d > 0.0f) {
+        EXPECT_GE(extremes, 1);
+      }
+    }
+  }
+  // Exact ties (amax = 127 * 2^-4, so x / d is exact): the CPU backend's SIMD kernels round
+  // half to even on x86-64 and arm64; ggml's reference rounds away from zero.
+  std::vector<float> ties(kQ8BlockValues);
+  ties[0] = 127.0f / 16.0f;
+  for (int64_t i = 1; i < kQ8BlockValues; ++i) ties[i] = (static_cast<float>(i) - 15.5f) / 16.0f;
+  std::vector<int8_t> tq(kQ8BlockValues);
+  float tie_scale = 0.0f;
+  ASSERT_TRUE(quantize_rows_q8_blocks(ties.data(), 1, kQ8BlockValues, tq.data(), &tie_scale, {}));
+  for (int64_t i = 1; i < kQ8BlockValues; ++i) {
+    const float halfway = static_cast<float>(i) - 15.5f;
+#if defined(__x86_64__) || defined(__aarch64__)
+    EXPECT_EQ(tq[i], static_cast<int8_t>(std::nearbyint(halfway))) << halfway;
+    EXPECT_EQ(tq[i] % 2, 0) << halfway;
+#else
+    EXPECT_EQ(tq[i], static_cast<int8_t>(std::roundf(halfway))) << halfway;
+#endif
+  }
+  x[3 * k + 40] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(quantize_rows_q8_blocks(x.data(), m, k, q.data(), scales.data(), {}));
+  x[3 * k + 40] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(quantize_rows_q8_blocks(x.data(), m, k, q.data(), scales.data(), {}));
+}
+
+// A Q8_0-style weight: N rows of K int8 values, one scale per 32.
+struct BlockWeight {
+  std::vector<int8_t> rows;
+  std::vector<float> scales;
+};
+
+BlockWeight random_block_weight(std::mt19937& rng, int64_t k, int64_t n) {
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  BlockWeight w{std::vector<int8_t>(n * k), std::vector<float>(n * (k / 32))};
+  for (auto& v : w.rows) v = static_cast<int8_t>(i8(rng));
+  for (auto& v : w.scales) v = scale(rng);
+  return w;
+}
+
+TEST(GroupwiseLinear, HostAndSimComputeTheCpuBackendsQ8Product) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  HostDevice host({});
+  sim::SimDevice sim;
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 64, 48}, {1, 96, 40}, {17, 128, 64}, {8, 32, 33}}) {
+    SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n);
+    const BlockWeight w = random_block_weight(rng, k, n);
+    std::vector<float> x(m * k);
+    for (auto& v : x) v = normal(rng);
+    // What the CPU backend computes: x quantized per block, then per block exact integer dots
+    // scaled by both scales.
+    std::vector<int8_t> q(m * k);
+    std::vector<float> x_scales(m * (k / 32));
+    ASSERT_TRUE(quantize_rows_q8_blocks(x.data(), m, k, q.data(), x_scales.data(), {}));
+    std::vector<int8_t> w_kn(k * n);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) w_kn[c * n + r] = w.rows[r * k + c];
+    const auto expected = specified_groupwise(q, x_scales, w_kn, w.scales, m, k, n, 32);
+    std::vector<float> y_host(m * n), y_sim(m * n);
+    for (auto [device, y] : {std::pair<Device*, float*>{&host, y_host.data()},
+                             std::pair<Device*, float*>{&sim, y_sim.data()}}) {
+      auto packed = pack_groupwise_linear(*device, w.rows.data(), w.scales, k, n, 32);
+      ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+      EXPECT_EQ(packed.value()->k(), k);
+      EXPECT_EQ(packed.value()->n(), n);
+      const Status status = run_groupwise_linear(*device, x.data(), m, *packed.value(), y, {});
+      ASSERT_TRUE(status.is_ok()) << device->name() << ": " << status.to_string();
+    }
+    EXPECT_EQ(y_host, expected);
+    // Exact int8 partials and the same fp32 order: the simulated RK3588 gives the same bits.
+    EXPECT_EQ(y_sim, expected);
+    // And it is the float product of the dequantized weight, to the activation's 8 bits.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0.0, magnitude = 0.0;
+        for (int64_t c = 0; c < k; ++c) {
+          const double wv =
+              static_cast<double>(w.rows[j * k + c]) * w.scales[j * (k / 32) + c / 32];
+          exact += wv * x[i * k + c];
+          magnitude += std::fabs(wv * x[i * k + c]);
+        }
+        EXPECT_NEAR(y_host[i * n + j], exact, magnitude / 100.0);
+      }
+    }
+  }
+}
+
+TEST(GroupwiseLinear, RefusesWhatItCannotCarry) {
+  std::mt19937 rng(3);
+  HostDevice host({});
+  const BlockWeight w = random_block_weight(rng, 64, 16);
+  EXPECT_EQ(pack_groupwise_linear(host, w.rows.data(), w.scales, 64, 16, 16).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(pack_groupwise_linear(host, w.rows.data(), {1.0f}, 64, 16, 32).status().code(),
+            StatusCode::kInvalidArgument);
+  auto packed = pack_groupwise_linear(host, w.rows.data(), w.scales, 64, 16, 32);
+  ASSERT_TRUE(packed.is_ok());
+  std::vector<float> x(2 * 64, 1.0f), y(2 * 16);
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  // The host reference carries a NaN through; the quantized path cannot, and says so.
+  EXPECT_EQ(run_groupwise_linear(host, x.data(), 2, *packed.value(), y.data(), {}).code(),
+            StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace npuflow
