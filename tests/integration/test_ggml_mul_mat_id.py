@@ -55,12 +55,13 @@ def test_backend_ops_mul_mat_id_passes_and_runs_on_npuflow(device, quant_path):
     if device == "host":
         assert counters.fallback == 0, "an expert ran on the host reference"
     else:
-        assert beyond_fp16
         assert counters.fallback <= sum(int(p["n_mats"]) for p in on_fp16)
         if on_fp16:
             assert counters.fallback > 0
-        if quant_path == "dequant":
-            assert on_fp16, "the control arm must meet the fp16 range limit"
+        if SLICE <= 1:  # the sliced run's cases (n_mats=4) hold no amax=100000 case
+            assert beyond_fp16
+            if quant_path == "dequant":
+                assert on_fp16, "the control arm must meet the fp16 range limit"
     # Every resident weight type, every expert count per token, and a shared activation row
     # (b=1: one row of b serves every slot) ran on NPUFLOW.
     types = {p["type_a"] for p in ok}
