@@ -3,10 +3,11 @@
 // with each group's partial exact in int32 and the fp32 sum taken in ascending g, one product and
 // one sum rounded per group, never fused: the same bits on every CPU and in every kernel below.
 //
-// The weight is stored for the kernel: K in pairs, each pair's two values adjacent per column
-// ([K/2][Np][2] int8, Np = N rounded up to 16 with zero columns), so that a multiply-add of int16
-// pairs (AVX2 vpmaddwd, AVX-512 VNNI vpdpwssd) takes two K steps of 8 or 16 columns at once. One
-// byte per value, as the int8 weight it came from.
+// The weight is stored for the kernel: in blocks of 16 columns (N padded to 16 with zero
+// columns), each block's K as consecutive pairs, each pair's two values adjacent per column
+// ([Np/16][K/2][16][2] int8), so that a multiply-add of int16 pairs (AVX2 vpmaddwd, AVX-512 VNNI
+// vpdpwssd) takes two K steps of 8 or 16 columns at once and a block streams its whole K from
+// consecutive cache lines. One byte per value, as the int8 weight it came from.
 #pragma once
 
 #include <cstdint>

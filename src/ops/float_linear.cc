@@ -6,23 +6,13 @@
 
 #include "core/fp16.h"
 #include "core/strings.h"
+#include "ops/weight_layout.h"
 
 namespace npuflow {
 
 Result<std::unique_ptr<PackedWeight>> pack_linear_weight(Device& device, const float* rows,
                                                          int64_t k, int64_t n) {
-  // The device takes a row-major K x N weight; transpose once here, in cache-friendly tiles.
-  std::vector<float> kn(static_cast<size_t>(k * n));
-  constexpr int64_t kTile = 64;
-  for (int64_t n0 = 0; n0 < n; n0 += kTile) {
-    for (int64_t k0 = 0; k0 < k; k0 += kTile) {
-      const int64_t n1 = std::min(n, n0 + kTile);
-      const int64_t k1 = std::min(k, k0 + kTile);
-      for (int64_t r = n0; r < n1; ++r) {
-        for (int64_t c = k0; c < k1; ++c) kn[c * n + r] = rows[r * k + c];
-      }
-    }
-  }
+  const std::vector<float> kn = rows_to_k_by_n(rows, k, n);
   if (device.float_compute_type() != ElementType::kFloat16) {
     return device.pack_float_weight(kn.data(), k, n);
   }

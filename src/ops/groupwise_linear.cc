@@ -5,6 +5,7 @@
 
 #include "core/scratch.h"
 #include "core/strings.h"
+#include "ops/weight_layout.h"
 #include "quant/block_quantization.h"
 
 namespace npuflow {
@@ -20,16 +21,7 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
     return invalid_argument(str_cat("group-wise linear: ", scales.size(), " scales for ", n,
                                     " rows of ", k / group, " groups"));
   }
-  // The device takes a row-major K x N weight; transpose once, in cache-friendly tiles.
-  std::vector<int8_t> kn(static_cast<size_t>(k * n));
-  constexpr int64_t kTile = 64;
-  for (int64_t n0 = 0; n0 < n; n0 += kTile) {
-    for (int64_t k0 = 0; k0 < k; k0 += kTile) {
-      for (int64_t r = n0; r < std::min(n, n0 + kTile); ++r) {
-        for (int64_t c = k0; c < std::min(k, k0 + kTile); ++c) kn[c * n + r] = rows[r * k + c];
-      }
-    }
-  }
+  const std::vector<int8_t> kn = rows_to_k_by_n(rows, k, n);
   auto packed = device.pack_groupwise_weight(kn.data(), k, n, ElementType::kInt8, group);
   if (!packed.is_ok()) return packed.status();
   return std::unique_ptr<PackedWeight>(

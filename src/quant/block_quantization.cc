@@ -19,20 +19,16 @@ bool quantize_block(const float* x, int8_t* q, float* scale) {
   // |x * inverse| <= 127 (to within an ulp) by construction.
 #if defined(__x86_64__)
   const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
-  for (int64_t i = 0; i < kQ8BlockValues; ++i) {
-    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inverse));
-  }
-#elif defined(__aarch64__)
-  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int64_t i = 0; i < kQ8BlockValues; ++i) {
-    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inverse));
-  }
 #else
   const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int64_t i = 0; i < kQ8BlockValues; ++i) {
-    q[i] = static_cast<int8_t>(std::roundf(x[i] * inverse));
-  }
 #endif
+  for (int64_t i = 0; i < kQ8BlockValues; ++i) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inverse));  // ties to even
+#else
+    q[i] = static_cast<int8_t>(std::roundf(x[i] * inverse));  // ties away from zero
+#endif
+  }
   *scale = half_bits_to_float(float_to_half_bits(d));
   return true;
 }
