@@ -15,7 +15,7 @@ DEMO_MODEL := $(DEMO_DIR)/demo/qwen3_layer_projections.onnx
 .PHONY: all setup demo-setup demo-build build build-asan test test-unit test-asan test-python test-python-asan demo bench \
         bench-encoders bench-quantized bench-conv bench-ggml format clean fuzz test-fuzz build-fuzz fuzz-bytes \
         test-fuzz-bytes build-tsan test-tsan validate-sim test-validate-sim test-ggml-fa-all \
-        test-ggml-moe-all fixtures-dit bench-diffusion bench-ggml-quant
+        test-ggml-moe-all fixtures-dit bench-diffusion bench-ggml-quant bench-ggml-whisper
 
 all: build
 
@@ -169,6 +169,11 @@ bench-encoders: build
 bench-ggml: build
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/llama_bench.sh
 	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/ggml_quant_paths.py
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/whisper_encoder.py
+
+# whisper.cpp's encoder alone (whisper-bench with and without the backend; the sim's RK3588 model).
+bench-ggml-whisper: build
+	NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) bench/whisper_encoder.py
 
 # The quantized datapaths alone (NPUFLOW_QUANT_PATH native against dequant and the CPU backend).
 bench-ggml-quant: build

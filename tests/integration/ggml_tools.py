@@ -47,6 +47,14 @@ MOE_ARCHS = ("qwen3moe", "olmoe")
 MOE_LAYERS = 4
 
 
+# whisper.cpp's CLI and bench (pywhispercpp's whisper.cpp built against llama.cpp's ggml) and
+# Whisper tiny.en converted from CTranslate2, both from tools/setup.sh.
+WHISPER_BIN = (CACHE / f"whisper.cpp-{_pins()['PYWHISPERCPP_VERSION']}-llama-"
+               f"{_pins()['LLAMA_CPP_PYTHON_VERSION']}" / "build" / "bin")
+WHISPER_TINY_EN = ROOT / "third_party" / "whisper-tiny.en.bin"
+WHISPER_TINY_EN_CT2 = ROOT / "third_party" / "whisper-tiny.en-ct2"
+
+
 def moe_fixture(arch: str) -> Path:
     path = MOE_FIXTURES / f"{arch}-fixture-F32.gguf"
     assert path.exists(), f"{path} is missing: run `make setup`"
@@ -54,7 +62,7 @@ def moe_fixture(arch: str) -> Path:
 
 
 def tool(name: str) -> Path:
-    path = LLAMA_BIN / name
+    path = (WHISPER_BIN if name.startswith("whisper-") else LLAMA_BIN) / name
     assert path.exists(), f"{path} is missing: run `make setup build`"
     return path
 
@@ -66,8 +74,9 @@ HOST_ALL = {"NPUFLOW_DEVICE": "host", "NPUFLOW_CLAIM": "all"}
 
 
 def run(args, backend: bool, env: dict | None = None, timeout: int = 900):
-    """Runs a llama.cpp tool with (backend=True) or without libggml-npuflow.so loaded. With the
-    backend, env must name the device (NPUFLOW_DEVICE): no test depends on the default."""
+    """Runs a llama.cpp or whisper.cpp tool with (backend=True) or without libggml-npuflow.so
+    loaded. With the backend, env must name the device (NPUFLOW_DEVICE): no test depends on the
+    default."""
     assert BACKEND.exists(), f"{BACKEND} is missing: run `make build`"
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("NPUFLOW_") and k != "GGML_BACKEND_PATH"}
