@@ -17,10 +17,21 @@ constexpr int64_t kColumnBlock = 16;  // two AVX2 vectors of int32
 constexpr int64_t kRowBlock = 8;      // rows sharing each weight load
 
 // Where the K pair starting at `kk` of the column block starting at `j0` lies: each block of 16
-// columns holds its K/2 pairs contiguously, 32 bytes apiece, so a kernel streams one block's
-// whole K from consecutive cache lines.
+// columns holds its K/2 pairs contiguously, 32 bytes apiece (16 as nibbles), so a kernel streams
+// one block's whole K from consecutive cache lines.
 const int8_t* pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
   return w.pairs() + (j0 / kColumnBlock) * (w.k() * kColumnBlock) + (kk / 2) * 2 * kColumnBlock;
+}
+const uint8_t* nibble_pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
+  return w.nibbles() + (j0 / kColumnBlock) * (w.k() / 2 * kColumnBlock) + (kk / 2) * kColumnBlock;
+}
+
+// A nibble pair byte's two signed values: K step kk in the low nibble, kk + 1 in the high one.
+int low_nibble(uint8_t byte) {
+  return static_cast<int8_t>(static_cast<uint8_t>(byte << 4)) >> 4;
+}
+int high_nibble(uint8_t byte) {
+  return static_cast<int8_t>(byte) >> 4;
 }
 
 int64_t padded_columns(int64_t n) {
@@ -48,6 +59,13 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
       for (int64_t g = 0; g < groups; ++g) {
         std::fill(partial, partial + kColumnBlock, 0);
         for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
+          if (w.holds_nibbles()) {
+            const uint8_t* pair = nibble_pair_at(w, kk, j0);
+            for (int64_t j = 0; j < kColumnBlock; ++j) {
+              partial[j] += a[kk] * low_nibble(pair[j]) + a[kk + 1] * high_nibble(pair[j]);
+            }
+            continue;
+          }
           const int8_t* pair = pair_at(w, kk, j0);
           for (int64_t j = 0; j < kColumnBlock; ++j) {
             partial[j] += a[kk] * pair[2 * j] + a[kk + 1] * pair[2 * j + 1];
@@ -66,6 +84,17 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
 }
 
 #if NPUFLOW_HAVE_AVX2_KERNELS
+// Eight bytes of nibble pairs (8 columns) as the int16 pairs of those columns: each int32 lane
+// holds the low nibble's value in its low half and the high nibble's in its high half.
+NPUFLOW_TARGET_AVX2 inline __m256i widen_nibble_pairs(const uint8_t* bytes) {
+  const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  const __m256i low = _mm256_srai_epi32(_mm256_slli_epi32(v, 28), 28);
+  const __m256i high = _mm256_srai_epi32(v, 4);
+  return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xffff)),
+                         _mm256_slli_epi32(high, 16));
+}
+
+template <bool kNibbles>
 NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
                                          const float* scales_gn, float* c, int64_t n);
 
@@ -77,10 +106,15 @@ NPUFLOW_TARGET_AVX2 void block_avx2(const RowBlock& block, const HostGroupwiseWe
   for (int64_t first = 0; first < block.rows; first += kRows) {
     const RowBlock part{block.a16 + first * k, block.a_scales + first * groups,
                         std::min(kRows, block.rows - first)};
-    block_avx2_rows(part, w, scales_gn, c + first * n, n);
+    if (w.holds_nibbles()) {
+      block_avx2_rows<true>(part, w, scales_gn, c + first * n, n);
+    } else {
+      block_avx2_rows<false>(part, w, scales_gn, c + first * n, n);
+    }
   }
 }
 
+template <bool kNibbles>
 NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
                                          const float* scales_gn, float* c, int64_t n) {
   const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
@@ -93,11 +127,16 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
       __m256i acc[kRows][2];
       for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
       for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
-        const int8_t* pair = pair_at(w, kk, j0);
-        const __m256i w0 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
-        const __m256i w1 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + 16)));
+        __m256i w0, w1;
+        if constexpr (kNibbles) {
+          const uint8_t* pair = nibble_pair_at(w, kk, j0);
+          w0 = widen_nibble_pairs(pair);
+          w1 = widen_nibble_pairs(pair + 8);
+        } else {
+          const int8_t* pair = pair_at(w, kk, j0);
+          w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
+          w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + 16)));
+        }
         for (int64_t r = 0; r < kRows; ++r) {
           int32_t a_pair;
           std::memcpy(&a_pair, block.a16 + r * k + kk, sizeof(a_pair));
@@ -123,6 +162,7 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
 }
 
 // The same loop on 512-bit vectors: one vpdpwssd takes a K pair of 16 columns and accumulates.
+template <bool kNibbles>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
     const RowBlock& block, const HostGroupwiseWeight& w, const float* scales_gn, float* c,
     int64_t n) {
@@ -135,9 +175,22 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
       __m512i acc[kRowBlock];
       for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = _mm512_setzero_si512();
       for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
-        const int8_t* pair = pair_at(w, kk, j0);
-        const __m512i wv =
-            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
+        __m512i wv;
+        if constexpr (kNibbles) {
+          // 16 bytes of nibble pairs, as widen_nibble_pairs does for 8 (the zero-masked forms:
+          // GCC 12 flags the plain ones' undefined pass-through vector).
+          constexpr __mmask16 kAll = 0xffff;
+          const __m512i v = _mm512_maskz_cvtepi8_epi32(
+              kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibble_pair_at(w, kk, j0))));
+          const __m512i low =
+              _mm512_maskz_srai_epi32(kAll, _mm512_maskz_slli_epi32(kAll, v, 28), 28);
+          const __m512i high = _mm512_maskz_srai_epi32(kAll, v, 4);
+          wv = _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(0xffff)),
+                               _mm512_maskz_slli_epi32(kAll, high, 16));
+        } else {
+          wv = _mm512_cvtepi8_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_at(w, kk, j0))));
+        }
         for (int64_t r = 0; r < kRowBlock; ++r) {
           int32_t a_pair;
           std::memcpy(&a_pair, block.a16 + r * k + kk, sizeof(a_pair));
@@ -211,6 +264,21 @@ std::vector<GroupwiseKernel> groupwise_kernels_available() {
 HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n,
                                          ElementType type, int64_t group)
     : PackedWeight(k, n, type, group), np_(padded_columns(n)) {
+  const bool fits_nibbles =
+      std::all_of(weight, weight + k * n, [](int8_t v) { return v >= -8 && v <= 7; });
+  if (fits_nibbles) {
+    nibbles_.assign(static_cast<size_t>(k / 2 * np_), 0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int shift = (kk & 1) * 4;
+      for (int64_t col = 0; col < n; ++col) {
+        const int64_t at = (col / kColumnBlock) * (k / 2 * kColumnBlock) + (kk / 2) * kColumnBlock +
+                           col % kColumnBlock;
+        nibbles_[static_cast<size_t>(at)] |=
+            static_cast<uint8_t>((static_cast<uint8_t>(weight[kk * n + col]) & 0xf) << shift);
+      }
+    }
+    return;
+  }
   pairs_.assign(static_cast<size_t>(k * np_), 0);
   for (int64_t kk = 0; kk < k; ++kk) {
     for (int64_t col = 0; col < n; ++col) {
@@ -246,7 +314,11 @@ void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
     const RowBlock block{a16, scales, rows};
 #if NPUFLOW_HAVE_AVX2_KERNELS
     if (chosen == GroupwiseKernel::kAvx512Vnni) {
-      block_avx512_vnni(block, w, scales_gn.data(), c + row0 * n, n);
+      if (w.holds_nibbles()) {
+        block_avx512_vnni<true>(block, w, scales_gn.data(), c + row0 * n, n);
+      } else {
+        block_avx512_vnni<false>(block, w, scales_gn.data(), c + row0 * n, n);
+      }
       return;
     }
     if (chosen == GroupwiseKernel::kAvx2) {

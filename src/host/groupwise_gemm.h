@@ -7,7 +7,9 @@
 // columns), each block's K as consecutive pairs, each pair's two values adjacent per column
 // ([Np/16][K/2][16][2] int8), so that a multiply-add of int16 pairs (AVX2 vpmaddwd, AVX-512 VNNI
 // vpdpwssd) takes two K steps of 8 or 16 columns at once and a block streams its whole K from
-// consecutive cache lines. One byte per value, as the int8 weight it came from.
+// consecutive cache lines. One byte per value, as the int8 weight it came from; or, when every
+// value lies in [-8, 7] (a GGUF Q4_0 weight), half a byte: each pair's two values in one byte's
+// low and high nibble ([Np/16][K/2][16] bytes), which the kernels widen as they load.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +24,17 @@ class HostGroupwiseWeight final : public PackedWeight {
  public:
   // weight: row-major K x N; K a multiple of `group`, `group` even.
   HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group);
-  size_t resident_bytes() const override { return pairs_.size(); }
+  size_t resident_bytes() const override { return pairs_.size() + nibbles_.size(); }
   int64_t padded_n() const { return np_; }
+  // Whether the values are held as nibbles (all in [-8, 7]); then pairs() is empty.
+  bool holds_nibbles() const { return !nibbles_.empty(); }
   const int8_t* pairs() const { return pairs_.data(); }
+  const uint8_t* nibbles() const { return nibbles_.data(); }
 
  private:
   int64_t np_;
   std::vector<int8_t> pairs_;
+  std::vector<uint8_t> nibbles_;
 };
 
 // The kernels, all giving the same bits. kAuto: the fastest this CPU has (AVX-512 VNNI, then

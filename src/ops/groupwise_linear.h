@@ -14,22 +14,24 @@
 
 namespace npuflow {
 
-// The device's packed group-wise weight and its scales, which the GEMM takes per call.
+// The device's packed group-wise weight and its scales, which the GEMM takes per call. Scales
+// that fp16 holds exactly (a GGUF block's scale is an fp16) are kept as fp16, half the bytes, and
+// widened per call; others stay fp32.
 class GroupwiseLinearWeight final : public PackedWeight {
  public:
-  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, std::vector<float> scales)
-      : PackedWeight(packed->k(), packed->n(), packed->type(), packed->group()),
-        packed_(std::move(packed)),
-        scales_(std::move(scales)) {}
+  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, std::vector<float> scales);
   size_t resident_bytes() const override {
-    return packed_->resident_bytes() + scales_.size() * sizeof(float);
+    return packed_->resident_bytes() + half_scales_.size() * sizeof(uint16_t) +
+           scales_.size() * sizeof(float);
   }
   const PackedWeight& packed() const { return *packed_; }
-  const float* scales() const { return scales_.data(); }
+  // N x (K / group) fp32, row-major: the kept scales, or `buffer` filled with them widened.
+  const float* scales(std::vector<float>& buffer) const;
 
  private:
   std::unique_ptr<PackedWeight> packed_;
-  std::vector<float> scales_;  // N x (K / group), row-major
+  std::vector<uint16_t> half_scales_;  // fp16 bits, when every scale is exactly an fp16
+  std::vector<float> scales_;          // otherwise
 };
 
 // rows: W as N rows of K int8 values (the layout of a GGUF / PyTorch linear weight); scales: N x

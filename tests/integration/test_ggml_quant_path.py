@@ -19,10 +19,11 @@ CHUNKS = 4
 # without repacking both sides read the GGUF's blocks (docs/ggml-backend.md).
 NO_REPACK = ("--no-repack",)
 MODELS = {"q8_0": SMOLLM2_Q8_0, "q4_0": SMOLLM2_Q4_0}
-# Resident bytes per GGUF byte on the native path: int8 values and an fp32 scale per 32 (36 bytes)
-# against the block's 34 (Q8_0) or 18 (Q4_0; the RK3588's int4 GEMM cannot take Q4_0, see
-# docs/ggml-backend.md).
-NATIVE_RATIO = {"q8_0": 1.1, "q4_0": 2.05}
+# Resident bytes per GGUF byte on the host's native path, the issue's bound: the host keeps each
+# block's own bytes (Q8_0: 32 int8 values; Q4_0: 16 bytes of nibbles; the fp16 scale), plus the
+# zero columns up to a multiple of 16. (The simulated RK3588 holds Q4_0 as int8, 34 bytes against
+# 18: its int4 GEMM cannot take Q4_0, see docs/ggml-backend.md.)
+NATIVE_RATIO = 1.1
 FOOTPRINT = re.compile(r"(\w+) (native|dequant): file_bytes=(\d+) resident_bytes=(\d+) ratio=")
 
 
@@ -73,7 +74,7 @@ def test_native_perplexity_against_the_cpu_and_the_dequant_arm(wtype):
           f"{mine['ratio']:.3f}x, dequant {control['ratio']:.3f}x; {counters}")
     assert counters.mul_mat == CHUNKS * SMOLLM2_MATMULS and counters.fallback == 0
     assert counters.packed == SMOLLM2_MATMULS
-    assert mine["path"] == "native" and mine["ratio"] <= NATIVE_RATIO[wtype]
+    assert mine["path"] == "native" and mine["ratio"] <= NATIVE_RATIO
     # fp32 on host: 4 bytes per value against 34 (Q8_0) or 18 (Q4_0) per 32.
     assert control["path"] == "dequant" and control["ratio"] > 3.5
     # Each product is the CPU's own, but a last-bit difference in one layer's output can move the

@@ -50,7 +50,7 @@ std::vector<float> specified_groupwise(const std::vector<int8_t>& a, const std::
   return c;
 }
 
-TEST(HostGroupwiseGemm, BothKernelsGiveTheSpecifiedBitsOnRandomShapes) {
+TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndBothStorages) {
   std::mt19937 rng(2026);
   std::uniform_int_distribution<int> i8(-128, 127);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
@@ -58,11 +58,19 @@ TEST(HostGroupwiseGemm, BothKernelsGiveTheSpecifiedBitsOnRandomShapes) {
   for (int trial = 0; trial < 60; ++trial) {
     const int64_t group = std::vector<int64_t>{2, 32, 64}[trial % 3];
     const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
+    // Every other trial's weight lies in [-8, 7] (a Q4_0 weight), which the host holds as nibbles.
+    const bool nibbles = trial % 2 == 1;
+    std::uniform_int_distribution<int> i4(-8, 7);
     std::vector<int8_t> a(m * k), w(k * n);
     for (auto& v : a) v = static_cast<int8_t>(i8(rng));
-    for (auto& v : w) v = static_cast<int8_t>(i8(rng));
-    // Extremes: a row and a column of -128 (the int16 pair sums reach 2 * 2^14).
-    for (int64_t kk = 0; kk < k; ++kk) a[kk] = -128, w[kk * n] = -128;
+    for (auto& v : w) v = static_cast<int8_t>(nibbles ? i4(rng) : i8(rng));
+    // Extremes: a row of -128 and a column of the weight's minimum (the int16 pair sums reach
+    // 2 * 2^14), and a column of its maximum.
+    for (int64_t kk = 0; kk < k; ++kk) {
+      a[kk] = -128;
+      w[kk * n] = nibbles ? -8 : -128;
+      w[kk * n + n - 1] = nibbles ? 7 : 127;
+    }
     std::vector<float> as(m * (k / group)), ws(n * (k / group));
     for (auto& v : as) v = scale(rng);
     for (auto& v : ws) v = scale(rng);
@@ -70,8 +78,10 @@ TEST(HostGroupwiseGemm, BothKernelsGiveTheSpecifiedBitsOnRandomShapes) {
     auto packed = device.pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, group);
     ASSERT_TRUE(packed.is_ok());
     ASSERT_NE(dynamic_cast<const HostGroupwiseWeight*>(packed.value().get()), nullptr);
-    EXPECT_EQ(packed.value()->resident_bytes(), static_cast<size_t>(k * ((n + 15) / 16 * 16)));
     const auto& weight = dynamic_cast<const HostGroupwiseWeight&>(*packed.value());
+    ASSERT_EQ(weight.holds_nibbles(), nibbles);
+    EXPECT_EQ(packed.value()->resident_bytes(),
+              static_cast<size_t>(k * ((n + 15) / 16 * 16) / (nibbles ? 2 : 1)));
     for (GroupwiseKernel kernel : groupwise_kernels_available()) {
       std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
       host_groupwise_gemm(a.data(), as.data(), m, weight, ws.data(), c.data(), {}, kernel);
@@ -219,6 +229,45 @@ TEST(GroupwiseLinear, HostAndSimComputeTheCpuBackendsQ8Product) {
         }
         EXPECT_NEAR(y_host[i * n + j], exact, magnitude / 100.0);
       }
+    }
+  }
+}
+
+// A GGUF block's scale is an fp16 and a Q4_0 value lies in [-8, 7]: the host then holds the
+// weight in the GGUF's own bytes (half a byte per value, two per scale), with the same results.
+TEST(GroupwiseLinear, HostKeepsQ4AndFp16ScalesInTheGgufsBytes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> i4(-8, 7);
+  HostDevice host({});
+  const int64_t m = 9, k = 96, n = 40, groups = k / 32, np = 48;
+  BlockWeight w = random_block_weight(rng, k, n);
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  for (bool q4 : {false, true}) {
+    for (bool half_scales : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "q4 " << q4 << " fp16 scales " << half_scales);
+      BlockWeight v = w;
+      if (q4) {
+        for (auto& value : v.rows) value = static_cast<int8_t>(i4(rng));
+      }
+      if (half_scales) {
+        for (auto& scale : v.scales) scale = round_to_half(scale);
+      }
+      auto packed = pack_groupwise_linear(host, v.rows.data(), v.scales, k, n, 32);
+      ASSERT_TRUE(packed.is_ok());
+      const size_t weight_bytes = static_cast<size_t>(k * np / (q4 ? 2 : 1));
+      const size_t scale_bytes = static_cast<size_t>(n * groups) * (half_scales ? 2 : 4);
+      EXPECT_EQ(packed.value()->resident_bytes(), weight_bytes + scale_bytes);
+      std::vector<int8_t> q(m * k);
+      std::vector<float> x_scales(m * groups);
+      ASSERT_TRUE(quantize_rows_q8_blocks(x.data(), m, k, q.data(), x_scales.data(), {}));
+      std::vector<int8_t> w_kn(k * n);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c) w_kn[c * n + r] = v.rows[r * k + c];
+      std::vector<float> y(m * n);
+      ASSERT_TRUE(run_groupwise_linear(host, x.data(), m, *packed.value(), y.data(), {}).is_ok());
+      EXPECT_EQ(y, specified_groupwise(q, x_scales, w_kn, v.scales, m, k, n, 32));
     }
   }
 }
