@@ -117,7 +117,8 @@ void backend_free(ggml_backend_t backend) {
       // On sim this is the modelled RK3588 time of every call so far (bench/llama_bench.sh
       // reads it).
       const std::string device_profile = g_reg->device->profile_report();
-      if (!device_profile.empty()) std::fprintf(stderr, "npuflow %s\n", device_profile.c_str());
+      // Its lines carry their own prefix ("npuflow sim profile: ...", "rocket: ...").
+      std::fputs(device_profile.c_str(), stderr);
     }
   });
   delete ctx;
