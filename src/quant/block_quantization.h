@@ -22,7 +22,10 @@ inline constexpr int64_t kQ8BlockValues = 32;
 
 // x: m rows of k floats, k a multiple of 32. q: m x k int8; scales: m x (k / 32) floats. False
 // (outputs unspecified) when x holds a NaN or an infinity, which no block scale can carry.
+// sums (m x (k / 32), optional): ggml's Q8_1 form adds each block's s = fp16(d * sum(q)), with d
+// the unrounded amax / 127 (quantize_row_q8_1 on every architecture); the values and scales of
+// the two forms are the same.
 bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
-                             const ExecContext& context);
+                             const ExecContext& context, float* sums = nullptr);
 
 }  // namespace npuflow

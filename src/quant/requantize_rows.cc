@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/target_clones.h"
+
 namespace npuflow {
 
 namespace {
@@ -20,19 +22,7 @@ constexpr float kFastClamp = 4096.0f;
 // |f - double product| <= ~3 * 2^-24 * |f|. Twice that is the margin taken.
 constexpr float kTieMargin = 4.76837158203125e-07f;  // 2^-21
 
-// On x86-64 the row kernels are cloned for AVX-512 and AVX2 machines, picked at load time; clang
-// (the libFuzzer build) cannot clone a template, so there it is built for the baseline ISA, as it
-// is on other architectures (aarch64: NEON is the baseline).
-#if defined(__x86_64__)
-#define NPUFLOW_CLONED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define NPUFLOW_CLONED
-#endif
-#if defined(__clang__)
-#define NPUFLOW_CLONED_TEMPLATE
-#else
-#define NPUFLOW_CLONED_TEMPLATE NPUFLOW_CLONED
-#endif
+// On x86-64 the row kernels are cloned for AVX-512 and AVX2 machines (core/target_clones.h).
 
 // One value of the exact kernel. Every quantity is an integer below 2^53 until the multiply, so
 // the double sums are exact (a contracted multiply-add gives the same) and the only rounding is

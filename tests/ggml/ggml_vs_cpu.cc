@@ -10,12 +10,13 @@
 //    rounding. Gate: NMSE <= 1e-6 on host (5e-4 on sim, whose operands are fp16).
 //  - "random": Gaussian activations, which the CPU rounds to 8 bits for quantized weights. Gate:
 //    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
-//  - "ties" (Q8_0 and Q4_0 on the native path only, M = 128): every value but a block's extreme
+//  - "ties" (Q8_0, Q4_0, Q4_1 on the native path only, M = 128): every value but a block's extreme
 //    lies exactly halfway between two 8-bit levels, where the CPU's rounding (ties to even on
 //    x86 and arm64, away from zero in ggml's reference) decides.
-// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0 and Q4_0 weights stay int8 and
-// their activations are quantized as the CPU backend quantizes them; the products are then exact
-// integers on host and sim alike, so every activation set of those types is held to NMSE <= 1e-9
+// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0 and Q4_1 weights stay
+// int8 and their activations are quantized as the CPU backend quantizes them (Q8_0; Q8_1 with its
+// block sums for Q4_1's min); the products are then exact integers on host and sim alike, so every
+// activation set of those types is held to NMSE <= 1e-9
 // (the CPU's own fp32 summation order; the dequantizing path is ~1e-5 off on "random").
 // It also checks the resident-weight cache: packed once per weight, reused, and repacked when the
 // weight's bytes change (in a weights buffer and in a plain buffer).
@@ -101,10 +102,11 @@ struct Harness {
   ggml_backend_t npu = nullptr;
   double max_nmse_exact = 1e-6;
   double max_nmse_random = 5e-4;
-  double max_nmse_native = 1e-9;  // Q8_0 / Q4_0 on the native path, every activation set
+  double max_nmse_native = 1e-9;  // Q8_0 / Q4_0 / Q4_1 on the native path, every activation set
   bool native_path = true;
   bool native(ggml_type type) const {
-    return native_path && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0);
+    return native_path &&
+           (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
   }
   int failures = 0;
   int computed = 0;
@@ -201,8 +203,8 @@ int main(int argc, char** argv) {
   const char* quant_path = std::getenv("NPUFLOW_QUANT_PATH");
   h.native_path = quant_path == nullptr || std::strcmp(quant_path, "dequant") != 0;
   std::printf(
-      "NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e; Q8_0 and "
-      "Q4_0 %s\n",
+      "NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e; Q8_0, "
+      "Q4_0 and Q4_1 %s\n",
       ggml_backend_dev_description(h.loaded.npuflow_dev),
       ggml_backend_dev_description(h.loaded.cpu_dev), h.max_nmse_exact, h.max_nmse_random,
       h.native_path ? "native, every set at 1e-9" : "dequantized (NPUFLOW_QUANT_PATH=dequant)");

@@ -272,6 +272,69 @@ TEST(GroupwiseLinear, HostKeepsQ4AndFp16ScalesInTheGgufsBytes) {
   }
 }
 
+// A GGUF Q4_1 weight (x = d nibble + m) against the activation's Q8_1 form: the CPU backend's
+// sum_g d_w d_x sum(nibble q_x) + m_w s_x, s_x = fp16(d_x' sum(q_x)) with d_x' unrounded. Host
+// and sim give it to fp32 rounding, and the host keeps the GGUF's 20 bytes per block.
+TEST(GroupwiseLinear, Q4_1MinsGiveTheCpuBackendsQ8_1Product) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> nibble(0, 15);
+  std::uniform_real_distribution<float> factor(-0.02f, 0.02f);
+  HostDevice host({});
+  sim::SimDevice sim;
+  const int64_t m = 7, k = 128, n = 48, groups = k / 32;
+  std::vector<int8_t> rows(n * k);
+  std::vector<int> nibbles(n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    nibbles[i] = nibble(rng);
+    rows[i] = static_cast<int8_t>(nibbles[i] - 8);
+  }
+  std::vector<float> scales(n * groups), mins(n * groups);
+  for (auto& v : scales) v = round_to_half(std::fabs(factor(rng)));
+  for (auto& v : mins) v = round_to_half(factor(rng));
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  std::vector<int8_t> q(m * k);
+  std::vector<float> x_scales(m * groups), x_sums(m * groups);
+  ASSERT_TRUE(
+      quantize_rows_q8_blocks(x.data(), m, k, q.data(), x_scales.data(), {}, x_sums.data()));
+  for (int64_t i = 0; i < m * groups; ++i) {
+    int32_t total = 0;
+    float amax = 0.0f;
+    for (int64_t j = 0; j < 32; ++j) {
+      total += q[i * 32 + j];
+      amax = std::max(amax, std::fabs(x[i * 32 + j]));
+    }
+    ASSERT_EQ(x_sums[i], round_to_half(amax / 127.0f * static_cast<float>(total))) << i;
+  }
+  for (Device* device : std::vector<Device*>{&host, &sim}) {
+    SCOPED_TRACE(device->name());
+    auto packed = pack_groupwise_linear(*device, rows.data(), scales, k, n, 32, mins);
+    ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+    if (device == &host) {
+      EXPECT_EQ(packed.value()->resident_bytes(), static_cast<size_t>(n * k / 2 + n * groups * 4));
+    }
+    std::vector<float> y(m * n);
+    ASSERT_TRUE(run_groupwise_linear(*device, x.data(), m, *packed.value(), y.data(), {}).is_ok());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double expected = 0.0, magnitude = 0.0;
+        for (int64_t g = 0; g < groups; ++g) {
+          int64_t dot = 0;
+          for (int64_t c = g * 32; c < (g + 1) * 32; ++c) dot += nibbles[j * k + c] * q[i * k + c];
+          const double block = double{scales[j * groups + g]} * x_scales[i * groups + g] * dot +
+                               double{mins[j * groups + g]} * x_sums[i * groups + g];
+          expected += block;
+          magnitude += std::fabs(block);
+        }
+        EXPECT_NEAR(y[i * n + j], expected, 1e-5 * magnitude + 1e-12) << i << "," << j;
+      }
+    }
+  }
+  EXPECT_EQ(pack_groupwise_linear(host, rows.data(), scales, k, n, 32, {1.0f}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GroupwiseLinear, RefusesWhatItCannotCarry) {
   std::mt19937 rng(3);
   HostDevice host({});
