@@ -10,6 +10,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "ggml-backend.h"
+#include "ggml/ggml_block_split.h"
 #include "ggml/ggml_fault.h"
 #include "ggml/ggml_guard.h"
 #include "ops/float_linear.h"
@@ -105,8 +106,7 @@ QuantPath quant_path_from(const std::string& knob) {
 }
 
 bool runs_native(QuantPath path, ggml_type type) {
-  return path == QuantPath::kNative &&
-         (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
+  return path == QuantPath::kNative && splits_into_groups(type);
 }
 
 int m_bucket(int64_t m) {
@@ -193,45 +193,6 @@ void widen_weight_row(const uint8_t* base, size_t row_bytes, ggml_type type, int
   }
 }
 
-// A Q8_0, Q4_0 or Q4_1 weight's rows [first, last) (row_bytes apart, K values each) split into
-// int8 values (N x K), one fp32 scale per 32-value block (N x K/32) and, for Q4_1, its min. ggml's
-// blocks (ggml-common.h): block_q8_0 is an fp16 scale d then 32 int8 values (x = q d);
-// block_q4_0 is d then 16 bytes whose low nibbles are values 0-15 and high nibbles values 16-31
-// (x = (nibble - 8) d); block_q4_1 is d, an fp16 min m, then the same nibbles (x = nibble d + m),
-// whose values are stored as nibble - 8 too (run_groupwise_linear adds the 8 back).
-void split_block_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
-                      int64_t first, int64_t last, int8_t* values, float* scales, float* mins) {
-  const int64_t blocks = k / kQ8BlockValues;
-  const bool with_min = type == GGML_TYPE_Q4_1;
-  const size_t header = sizeof(uint16_t) * (with_min ? 2 : 1);
-  const size_t block_bytes =
-      header + (type == GGML_TYPE_Q8_0 ? kQ8BlockValues : kQ8BlockValues / 2);
-  for (int64_t r = first; r < last; ++r) {
-    const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = row + static_cast<size_t>(b) * block_bytes;
-      uint16_t d;
-      std::memcpy(&d, block, sizeof(d));
-      scales[r * blocks + b] = half_bits_to_float(d);
-      if (with_min) {
-        uint16_t min;
-        std::memcpy(&min, block + sizeof(d), sizeof(min));
-        mins[r * blocks + b] = half_bits_to_float(min);
-      }
-      int8_t* out = values + r * k + b * kQ8BlockValues;
-      const uint8_t* q = block + header;
-      if (type == GGML_TYPE_Q8_0) {
-        std::memcpy(out, q, kQ8BlockValues);
-        continue;
-      }
-      for (int64_t j = 0; j < kQ8BlockValues / 2; ++j) {
-        out[j] = static_cast<int8_t>((q[j] & 0x0f) - 8);
-        out[j + kQ8BlockValues / 2] = static_cast<int8_t>((q[j] >> 4) - 8);
-      }
-    }
-  }
-}
-
 // Weights the runtime marks as such are immutable for the buffer's life: a sampled fingerprint
 // suffices. Anything else (test graphs, a leaf the caller may rewrite) is hashed in full, so a
 // changed tensor at a recycled address is never served stale.
@@ -259,15 +220,12 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
   };
   auto pack = [&]() -> Result<std::unique_ptr<PackedWeight>> {
     if (native) {
+      throw_if_injected(FaultPoint::kDeviceCompute);
       std::vector<int8_t> values(static_cast<size_t>(p.n * p.k));
-      std::vector<float> scales(static_cast<size_t>(p.n * (p.k / kQ8BlockValues)));
-      std::vector<float> mins(p.type == GGML_TYPE_Q4_1 ? scales.size() : 0);
-      for_row_tasks([&](int64_t first, int64_t last) {
-        split_block_rows(p.type, p.weight, p.row_bytes, p.k, first, last, values.data(),
-                         scales.data(), mins.data());
-      });
-      return pack_groupwise_linear(device_, values.data(), std::move(scales), p.k, p.n,
-                                   kQ8BlockValues, std::move(mins));
+      GroupwiseFactors factors =
+          split_weight_rows(p.type, p.weight, p.row_bytes, p.k, p.n, values.data(), context);
+      return pack_groupwise_linear(device_, values.data(), std::move(factors), p.k, p.n,
+                                   kQ8BlockValues);
     }
     std::vector<float> rows(static_cast<size_t>(p.n * p.k));
     for_row_tasks([&](int64_t first, int64_t last) {

@@ -49,8 +49,9 @@ int m_bucket(int64_t m);
 
 // How a quantized weight becomes resident (NPUFLOW_QUANT_PATH). dequant: widened to the device's
 // float type, as every type always was. native: a type whose blocks map onto a device datapath
-// stays quantized there (Q8_0, Q4_0 and Q4_1: int8 values with a scale per 32, Q4_1's min added
-// after the group-wise int8 GEMM, ops/groupwise_linear.h); other types are dequantized still.
+// stays quantized there (Q8_0, Q4_0, Q4_1 and Q4_K: int8 values with a scale per 32, the mins of
+// Q4_1 and Q4_K added after the group-wise int8 GEMM, ops/groupwise_linear.h); other types are
+// dequantized still.
 enum class QuantPath { kDequant, kNative };
 QuantPath quant_path_from(const std::string& knob);
 // Whether `type` runs on a native datapath under `path`.

@@ -27,7 +27,21 @@ BlockFactors::BlockFactors(std::vector<float> values) {
   half_ = std::move(half);
 }
 
+BlockFactors::BlockFactors(std::vector<uint16_t> super_bits, std::vector<uint8_t> multipliers,
+                           int64_t per_super)
+    : half_(std::move(super_bits)), multipliers_(std::move(multipliers)), per_super_(per_super) {}
+
 const float* BlockFactors::values(std::vector<float>& buffer) const {
+  if (!multipliers_.empty()) {
+    float* widened = sized(buffer, multipliers_.size());
+    for (size_t s = 0; s < half_.size(); ++s) {
+      const float super = half_bits_to_float(half_[s]);
+      for (size_t i = s * per_super_; i < (s + 1) * per_super_; ++i) {
+        widened[i] = super * static_cast<float>(multipliers_[i]);
+      }
+    }
+    return widened;
+  }
   if (half_.empty()) return full_.data();
   float* widened = sized(buffer, half_.size());
   for (size_t i = 0; i < half_.size(); ++i) widened[i] = half_bits_to_float(half_[i]);
@@ -36,34 +50,45 @@ const float* BlockFactors::values(std::vector<float>& buffer) const {
 
 namespace {
 
-// term[col] += eight_d[col] * scaled_sum + mins[col] * s over one block row of a panel: cloned
-// per x86-64 level, so that it runs at the GEMM's vector width (it is 2 of every 16 multiply-adds).
+// term[col] += eight_d[col] * scaled_sum + mins[col] * s over one block row of a panel (and the
+// one-factor form below): cloned per x86-64 level, so that they run at the GEMM's vector width.
 NPUFLOW_CLONED void accumulate_min_terms(const float* eight_d, float scaled_sum, const float* mins,
                                          float s, int64_t width, float* term) {
   for (int64_t col = 0; col < width; ++col) term[col] += eight_d[col] * scaled_sum + mins[col] * s;
 }
 
-// The Q4_1 blocks' terms beyond the group-wise GEMM's sum_g d_w d_x sum(q q_x), added to y:
+NPUFLOW_CLONED void accumulate_merged_terms(const float* factor, float s, int64_t width,
+                                            float* term) {
+  for (int64_t col = 0; col < width; ++col) term[col] += factor[col] * s;
+}
+
+// The terms of Q4_1 and Q4_K blocks beyond the group-wise GEMM's sum_g d_w d_x sum(q q_x), added
+// to y:
 //   sum_g (8 d_w) (d_x sum(q_x)) + m_w s_x
-// (the weight's values were stored as q = nibble - 8). Column panels in parallel, every row
-// inside one, so that a panel's factors stay in cache across the rows.
+// (the weight's values were stored as q = nibble - 8). For Q4_1, s_x is Q8_1's fp16 block sum;
+// for Q4_K it is d_x sum(q_x) itself and m_w = -dmin m, so the two merge into one factor per
+// block, (8 d_w + m_w). Column panels in parallel, every row inside one, so that a panel's factors
+// stay in cache across the rows.
 void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float* x_scales,
                    const float* x_sums, int64_t m, float* y, const ExecContext& context) {
   const int64_t k = w.k(), n = w.n(), group = w.group(), groups = k / group;
+  const bool merged = w.activation() == ActivationBlocks::kQ8_K;
   thread_local std::vector<float> scale_buffer, min_buffer;
   const float* scales = w.scales().values(scale_buffer);
   const float* mins = w.mins().values(min_buffer);
-  // G x N: eight times each block's scale, and its min.
-  std::vector<float> eight_d(static_cast<size_t>(groups * n)), min_gn(eight_d.size());
+  // G x N: eight times each block's scale (plus its min when merged), and its min.
+  std::vector<float> eight_d(static_cast<size_t>(groups * n));
+  std::vector<float> min_gn(merged ? 0 : eight_d.size());
   for (int64_t col = 0; col < n; ++col) {
     for (int64_t g = 0; g < groups; ++g) {
-      eight_d[g * n + col] = 8.0f * scales[col * groups + g];
-      min_gn[g * n + col] = mins[col * groups + g];
+      const float min = mins[col * groups + g];
+      eight_d[g * n + col] = 8.0f * scales[col * groups + g] + (merged ? min : 0.0f);
+      if (!merged) min_gn[g * n + col] = min;
     }
   }
-  // M x G: each activation block's d_x sum(q_x).
-  std::vector<float> scaled_sums(static_cast<size_t>(m * groups));
-  for (int64_t i = 0; i < m * groups; ++i) {
+  // M x G: each activation block's d_x sum(q_x) (Q8_K's sums are just that).
+  std::vector<float> scaled_sums(merged ? 0 : static_cast<size_t>(m * groups));
+  for (int64_t i = 0; i < static_cast<int64_t>(scaled_sums.size()); ++i) {
     int32_t total = 0;
     for (int64_t j = 0; j < group; ++j) total += q[i * group + j];
     scaled_sums[i] = x_scales[i] * static_cast<float>(total);
@@ -76,8 +101,13 @@ void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float*
     for (int64_t row = 0; row < m; ++row) {
       std::fill(term, term + width, 0.0f);
       for (int64_t g = 0; g < groups; ++g) {
-        accumulate_min_terms(eight_d.data() + g * n + col0, scaled_sums[row * groups + g],
-                             min_gn.data() + g * n + col0, x_sums[row * groups + g], width, term);
+        const float s = x_sums[row * groups + g];
+        if (merged) {
+          accumulate_merged_terms(eight_d.data() + g * n + col0, s, width, term);
+        } else {
+          accumulate_min_terms(eight_d.data() + g * n + col0, scaled_sums[row * groups + g],
+                               min_gn.data() + g * n + col0, s, width, term);
+        }
       }
       float* out = y + row * n + col0;
       for (int64_t col = 0; col < width; ++col) out[col] += term[col];
@@ -91,23 +121,37 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
                                                             std::vector<float> scales, int64_t k,
                                                             int64_t n, int64_t group,
                                                             std::vector<float> mins) {
-  if (group != kQ8BlockValues || k % group != 0) {
+  const auto activation = mins.empty() ? ActivationBlocks::kQ8_0 : ActivationBlocks::kQ8_1;
+  return pack_groupwise_linear(
+      device, rows,
+      GroupwiseFactors{BlockFactors(std::move(scales)), BlockFactors(std::move(mins)), activation},
+      k, n, group);
+}
+
+Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
+                                                            GroupwiseFactors factors, int64_t k,
+                                                            int64_t n, int64_t group) {
+  const int64_t block =
+      factors.activation == ActivationBlocks::kQ8_K ? kQ8KBlockValues : kQ8BlockValues;
+  if (group != kQ8BlockValues || k % block != 0) {
     return invalid_argument(str_cat("group-wise linear: group ", group, " with K=", k,
-                                    " (served: group 32, K a multiple of it)"));
+                                    " (served: group 32, K a multiple of ", block, ")"));
   }
-  if (static_cast<int64_t>(scales.size()) != n * (k / group)) {
-    return invalid_argument(str_cat("group-wise linear: ", scales.size(), " scales for ", n,
+  const size_t expected = static_cast<size_t>(n * (k / group));
+  if (factors.scales.size() != expected) {
+    return invalid_argument(str_cat("group-wise linear: ", factors.scales.size(), " scales for ", n,
                                     " rows of ", k / group, " groups"));
   }
-  if (!mins.empty() && mins.size() != scales.size()) {
-    return invalid_argument(
-        str_cat("group-wise linear: ", mins.size(), " mins for ", scales.size(), " scales"));
+  const bool wants_mins = factors.activation != ActivationBlocks::kQ8_0;
+  if (factors.mins.size() != (wants_mins ? expected : 0)) {
+    return invalid_argument(str_cat("group-wise linear: ", factors.mins.size(), " mins for ",
+                                    expected, " scales (", wants_mins ? "one each" : "none", ")"));
   }
   const std::vector<int8_t> kn = rows_to_k_by_n(rows, k, n);
   auto packed = device.pack_groupwise_weight(kn.data(), k, n, ElementType::kInt8, group);
   if (!packed.is_ok()) return packed.status();
   return std::unique_ptr<PackedWeight>(
-      new GroupwiseLinearWeight(std::move(packed).value(), std::move(scales), std::move(mins)));
+      new GroupwiseLinearWeight(std::move(packed).value(), std::move(factors)));
 }
 
 Status run_groupwise_linear(Device& device, const float* x, int64_t m, const PackedWeight& weight,
@@ -124,11 +168,12 @@ Status run_groupwise_linear(Device& device, const float* x, int64_t m, const Pac
   thread_local std::vector<float> scale_buffer, sum_buffer, out_buffer, weight_scale_buffer;
   int8_t* q = sized(q_buffer, static_cast<size_t>(rows * k));
   float* a_scales = sized(scale_buffer, static_cast<size_t>(rows * groups));
-  const bool with_mins = !w->mins().empty();
+  const bool with_mins = w->activation() != ActivationBlocks::kQ8_0;
   float* a_sums = with_mins ? sized(sum_buffer, static_cast<size_t>(m * groups)) : nullptr;
-  if (!quantize_rows_q8_blocks(x, m, k, q, a_scales, context, a_sums)) {
-    return unsupported("the activation holds a NaN or an infinity");
-  }
+  const bool finite = w->activation() == ActivationBlocks::kQ8_K
+                          ? quantize_rows_q8_k(x, m, k, q, a_scales, a_sums, context)
+                          : quantize_rows_q8_blocks(x, m, k, q, a_scales, context, a_sums);
+  if (!finite) return unsupported("the activation holds a NaN or an infinity");
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   std::fill(a_scales + m * groups, a_scales + rows * groups, 0.0f);
   float* out = rows == m ? y : sized(out_buffer, static_cast<size_t>(rows * n));

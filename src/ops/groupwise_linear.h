@@ -18,38 +18,66 @@ namespace npuflow {
 // GGUF block's scale and min are fp16s): half the bytes, widened per call.
 class BlockFactors {
  public:
+  BlockFactors() = default;
   explicit BlockFactors(std::vector<float> values);
-  size_t bytes() const { return half_.size() * sizeof(uint16_t) + full_.size() * sizeof(float); }
-  bool empty() const { return half_.empty() && full_.empty(); }
+  // Factor i = fp16 super[i / per_super] * multipliers[i], the form of a GGUF K-quant's
+  // sub-block scales and mins (an fp16 per 256 values times a 6-bit integer per 32): the fp32
+  // product is exact, and it is what the CPU backend multiplies by.
+  BlockFactors(std::vector<uint16_t> super_bits, std::vector<uint8_t> multipliers,
+               int64_t per_super);
+  size_t bytes() const {
+    return half_.size() * sizeof(uint16_t) + full_.size() * sizeof(float) + multipliers_.size();
+  }
+  size_t size() const {
+    return multipliers_.empty() ? half_.size() + full_.size() : multipliers_.size();
+  }
+  bool empty() const { return size() == 0; }
   // The factors as fp32: the kept ones, or `buffer` filled with them widened.
   const float* values(std::vector<float>& buffer) const;
 
  private:
   std::vector<uint16_t> half_;  // fp16 bits, when every factor is exactly an fp16
   std::vector<float> full_;     // otherwise
+  // The factored form: half_ then holds one fp16 per per_super_ factors.
+  std::vector<uint8_t> multipliers_;
+  int64_t per_super_ = 0;
+};
+
+// The activation's block form, the one the CPU backend's dot product for the weight's type
+// quantizes to (its vec_dot_type), and with it how the weight's mins enter.
+enum class ActivationBlocks {
+  kQ8_0,  // Q8_0 and Q4_0 weights: no min
+  kQ8_1,  // Q4_1: + m_w s_x per block, s_x = fp16(d_x sum(q_x))
+  kQ8_K,  // Q4_K: one fp32 d_x per 256 values; + min_w d_x sum(q_x) per 32
+};
+
+// A group-wise weight's per-block factors (N x K/32 each): scales, mins (empty when the blocks
+// have none) and the activation form they pair with.
+struct GroupwiseFactors {
+  BlockFactors scales;
+  BlockFactors mins;
+  ActivationBlocks activation = ActivationBlocks::kQ8_0;
 };
 
 // The device's packed group-wise weight and its scales, which the GEMM takes per call, and, for
 // a weight whose blocks add a min (GGUF Q4_1: x = d q + m), the mins.
 class GroupwiseLinearWeight final : public PackedWeight {
  public:
-  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, std::vector<float> scales,
-                        std::vector<float> mins)
+  GroupwiseLinearWeight(std::unique_ptr<PackedWeight> packed, GroupwiseFactors factors)
       : PackedWeight(packed->k(), packed->n(), packed->type(), packed->group()),
         packed_(std::move(packed)),
-        scales_(std::move(scales)),
-        mins_(std::move(mins)) {}
+        factors_(std::move(factors)) {}
   size_t resident_bytes() const override {
-    return packed_->resident_bytes() + scales_.bytes() + mins_.bytes();
+    return packed_->resident_bytes() + factors_.scales.bytes() + factors_.mins.bytes();
   }
   const PackedWeight& packed() const { return *packed_; }
-  const BlockFactors& scales() const { return scales_; }
-  const BlockFactors& mins() const { return mins_; }
+  const BlockFactors& scales() const { return factors_.scales; }
+  const BlockFactors& mins() const { return factors_.mins; }
+  ActivationBlocks activation() const { return factors_.activation; }
 
  private:
   std::unique_ptr<PackedWeight> packed_;
-  BlockFactors scales_;
-  BlockFactors mins_;  // empty when the blocks have none
+  GroupwiseFactors factors_;
 };
 
 // rows: W as N rows of K int8 values (the layout of a GGUF / PyTorch linear weight); scales: N x
@@ -63,6 +91,14 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
                                                             std::vector<float> scales, int64_t k,
                                                             int64_t n, int64_t group,
                                                             std::vector<float> mins = {});
+
+// The general form. ActivationBlocks::kQ8_K (a GGUF Q4_K weight: x = d sc nibble - dmin m per 32,
+// values stored as nibble - 8) needs K a multiple of 256 and mins; the product is then the CPU
+// backend's Q4_K x Q8_K dot product, sum_g d_x (d sc)_w sum(nibble q_x) - d_x (dmin m)_w sum(q_x),
+// with mins holding -dmin m.
+Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
+                                                            GroupwiseFactors factors, int64_t k,
+                                                            int64_t n, int64_t group);
 
 // y = x W^T for x M x K and y M x N, fp32 and row-major; weight from pack_groupwise_linear. An
 // activation holding a NaN or an infinity is refused (kUnsupported) for the host reference, which

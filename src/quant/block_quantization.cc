@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/fp16.h"
+#include "quant/round_half_even.h"
 
 namespace npuflow {
 namespace {
@@ -24,7 +25,7 @@ bool quantize_block(const float* x, int8_t* q, float* scale, float* sum) {
 #endif
   for (int64_t i = 0; i < kQ8BlockValues; ++i) {
 #if defined(__x86_64__) || defined(__aarch64__)
-    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inverse));  // ties to even
+    q[i] = static_cast<int8_t>(round_half_even(x[i] * inverse));
 #else
     q[i] = static_cast<int8_t>(std::roundf(x[i] * inverse));  // ties away from zero
 #endif
@@ -38,27 +39,82 @@ bool quantize_block(const float* x, int8_t* q, float* scale, float* sum) {
   return true;
 }
 
-}  // namespace
+// One Q8_K block of 256 values; scales and sums get one entry per 32-value group.
+bool quantize_k_block(const float* x, int8_t* q, float* scales, float* sums) {
+  float max = 0.0f, amax = 0.0f;
+  for (int64_t i = 0; i < kQ8KBlockValues; ++i) {
+    if (!std::isfinite(x[i])) return false;
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  constexpr int64_t kGroups = kQ8KBlockValues / kQ8BlockValues;
+  if (amax == 0.0f) {
+    std::fill(q, q + kQ8KBlockValues, int8_t{0});
+    std::fill(scales, scales + kGroups, 0.0f);
+    std::fill(sums, sums + kGroups, 0.0f);
+    return true;
+  }
+  const float iscale = -127.0f / max;
+  for (int64_t i = 0; i < kQ8KBlockValues; ++i) {
+    q[i] = static_cast<int8_t>(std::min(127.0f, round_half_even(iscale * x[i])));
+  }
+  const float d = 1.0f / iscale;
+  for (int64_t g = 0; g < kGroups; ++g) {
+    int32_t total = 0;
+    for (int64_t i = g * kQ8BlockValues; i < (g + 1) * kQ8BlockValues; ++i) total += q[i];
+    scales[g] = d;
+    sums[g] = d * static_cast<float>(total);
+  }
+  return true;
+}
 
-bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
-                             const ExecContext& context, float* sums) {
-  const int64_t blocks = k / kQ8BlockValues;
+// Rows of x in parallel tasks; false as soon as a block refuses.
+template <typename Row>
+bool for_each_row(int64_t m, const ExecContext& context, Row row_body) {
   std::atomic<bool> finite{true};
   constexpr int64_t kRowsPerTask = 16;
   context.run(static_cast<size_t>((m + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
     const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
     for (int64_t row = first; row < std::min(m, first + kRowsPerTask); ++row) {
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t at = row * k + b * kQ8BlockValues;
-        float* sum = sums != nullptr ? sums + row * blocks + b : nullptr;
-        if (!quantize_block(x + at, q + at, scales + row * blocks + b, sum)) {
-          finite.store(false, std::memory_order_relaxed);
-          return;
-        }
+      if (!row_body(row)) {
+        finite.store(false, std::memory_order_relaxed);
+        return;
       }
     }
   });
   return finite.load();
+}
+
+}  // namespace
+
+bool quantize_rows_q8_k(const float* x, int64_t m, int64_t k, int8_t* q, float* scales, float* sums,
+                        const ExecContext& context) {
+  const int64_t groups = k / kQ8BlockValues;
+  return for_each_row(m, context, [&](int64_t row) {
+    for (int64_t b = 0; b < k; b += kQ8KBlockValues) {
+      const int64_t group = row * groups + b / kQ8BlockValues;
+      if (!quantize_k_block(x + row * k + b, q + row * k + b, scales + group, sums + group)) {
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
+                             const ExecContext& context, float* sums) {
+  const int64_t blocks = k / kQ8BlockValues;
+  return for_each_row(m, context, [&](int64_t row) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = row * k + b * kQ8BlockValues;
+      float* sum = sums != nullptr ? sums + row * blocks + b : nullptr;
+      if (!quantize_block(x + at, q + at, scales + row * blocks + b, sum)) return false;
+    }
+    return true;
+  });
 }
 
 }  // namespace npuflow

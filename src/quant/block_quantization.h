@@ -28,4 +28,15 @@ inline constexpr int64_t kQ8BlockValues = 32;
 bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* scales,
                              const ExecContext& context, float* sums = nullptr);
 
+// ggml's Q8_K form, the activation of a K-quant weight (quantize_row_q8_K_ref, which the CPU
+// backend uses on every architecture): one fp32 scale per 256 values, iscale = -127 / max with
+// max the block's value of largest magnitude (sign kept, first one on ties), q = round(x * iscale)
+// ties to even (nearest_int) capped at 127, d = 1 / iscale; an all-zero block gets d = 0.
+// k a multiple of 256. scales: m x (k / 32), each 32-value group carrying its block's d; sums
+// (m x (k / 32)): d * sum(q) over the group, in fp32 (the CPU's bsums scaled by d). False when x
+// holds a NaN or an infinity.
+inline constexpr int64_t kQ8KBlockValues = 256;
+bool quantize_rows_q8_k(const float* x, int64_t m, int64_t k, int8_t* q, float* scales, float* sums,
+                        const ExecContext& context);
+
 }  // namespace npuflow

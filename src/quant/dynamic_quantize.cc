@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "quant/round_half_even.h"
+
 namespace npuflow {
 namespace {
 
@@ -11,9 +13,6 @@ namespace {
 constexpr int64_t kChunk = 16384;
 // Independent lanes: the compiler turns each loop over them into vector min/max and adds.
 constexpr int kLanes = 16;
-// v + 1.5 * 2^23 - 1.5 * 2^23 rounds v to an integer, half to even (the sum's ulp is 1 and the
-// constant is even), exactly as nearbyint does for |v| <= 2^22, without a library call.
-constexpr float kRoundingConstant = 12582912.0f;
 
 struct Range {
   float lo = 0.0f, hi = 0.0f;
@@ -50,7 +49,7 @@ void quantize_span(const float* x, int64_t count, DynamicQuantization params, ui
     float v = x[i] / params.scale;
     v = v > lower ? v : lower;  // a NaN compares false and takes the lower bound
     v = v < upper ? v : upper;
-    v = (v + kRoundingConstant) - kRoundingConstant;
+    v = round_half_even(v);
     out[i] = static_cast<uint8_t>(static_cast<int32_t>(v) + zero_point);
   }
 }

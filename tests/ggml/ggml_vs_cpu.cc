@@ -10,13 +10,14 @@
 //    rounding. Gate: NMSE <= 1e-6 on host (5e-4 on sim, whose operands are fp16).
 //  - "random": Gaussian activations, which the CPU rounds to 8 bits for quantized weights. Gate:
 //    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
-//  - "ties" (Q8_0, Q4_0, Q4_1 on the native path only, M = 128): every value but a block's extreme
-//    lies exactly halfway between two 8-bit levels, where the CPU's rounding (ties to even on
-//    x86 and arm64, away from zero in ggml's reference) decides.
-// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0 and Q4_1 weights stay
-// int8 and their activations are quantized as the CPU backend quantizes them (Q8_0; Q8_1 with its
-// block sums for Q4_1's min); the products are then exact integers on host and sim alike, so every
-// activation set of those types is held to NMSE <= 1e-9
+//  - "ties" (Q8_0, Q4_0, Q4_1, Q4_K on the native path only, M = 128): every value but a block's
+//    extreme (per 32 values; per 256 for Q4_K's Q8_K activation) lies exactly halfway between two
+//    8-bit levels, where the CPU's rounding (ties to even on x86 and arm64, away from zero in
+//    ggml's reference) decides.
+// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0, Q4_1 and Q4_K weights
+// stay int8 and their activations are quantized as the CPU backend quantizes them (Q8_0; Q8_1
+// with its block sums for Q4_1's min; Q8_K for Q4_K); the integer sums are then exact on host and
+// sim alike, so every activation set of those types is held to NMSE <= 1e-9
 // (the CPU's own fp32 summation order; the dequantizing path is ~1e-5 off on "random").
 // It also checks the resident-weight cache: packed once per weight, reused, and repacked when the
 // weight's bytes change (in a weights buffer and in a plain buffer).
@@ -78,12 +79,12 @@ void fill_exact_activations(std::vector<float>& x, int64_t k, std::mt19937& rng)
   }
 }
 
-void fill_tie_activations(std::vector<float>& x, int64_t k, std::mt19937& rng) {
+void fill_tie_activations(std::vector<float>& x, int64_t k, int64_t block, std::mt19937& rng) {
   std::uniform_int_distribution<int> level(-127, 126), e(-9, -3), sign(0, 1);
   for (size_t row = 0; row < x.size() / k; ++row) {
-    for (int64_t b = 0; b < k; b += 32) {
+    for (int64_t b = 0; b < k; b += block) {
       const float scale = std::ldexp(1.0f, e(rng));  // amax = 127 * scale: x / d is exact
-      for (int64_t i = b; i < std::min(k, b + 32); ++i) {
+      for (int64_t i = b; i < std::min(k, b + block); ++i) {
         const float v = i == b ? (sign(rng) ? 127.0f : -127.0f) : level(rng) + 0.5f;
         x[row * k + i] = v * scale;
       }
@@ -102,11 +103,11 @@ struct Harness {
   ggml_backend_t npu = nullptr;
   double max_nmse_exact = 1e-6;
   double max_nmse_random = 5e-4;
-  double max_nmse_native = 1e-9;  // Q8_0 / Q4_0 / Q4_1 on the native path, every activation set
+  double max_nmse_native = 1e-9;  // Q8_0 / Q4_0 / Q4_1 / Q4_K native, every activation set
   bool native_path = true;
   bool native(ggml_type type) const {
-    return native_path &&
-           (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
+    return native_path && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 ||
+                           type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q4_K);
   }
   int failures = 0;
   int computed = 0;
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
   h.native_path = quant_path == nullptr || std::strcmp(quant_path, "dequant") != 0;
   std::printf(
       "NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e; Q8_0, "
-      "Q4_0 and Q4_1 %s\n",
+      "Q4_0, Q4_1 and Q4_K %s\n",
       ggml_backend_dev_description(h.loaded.npuflow_dev),
       ggml_backend_dev_description(h.loaded.cpu_dev), h.max_nmse_exact, h.max_nmse_random,
       h.native_path ? "native, every set at 1e-9" : "dequantized (NPUFLOW_QUANT_PATH=dequant)");
@@ -248,7 +249,7 @@ int main(int argc, char** argv) {
           h.compare(w.t, x, m, "random", native ? h.max_nmse_native : h.max_nmse_random,
                     shape.what);
           if (native) {
-            fill_tie_activations(x, shape.k, rng);
+            fill_tie_activations(x, shape.k, type == GGML_TYPE_Q4_K ? 256 : 32, rng);
             h.compare(w.t, x, m, "ties", h.max_nmse_native, shape.what);
           }
         }

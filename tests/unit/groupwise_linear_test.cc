@@ -1,6 +1,6 @@
-// Quantized weights that stay quantized (the ggml backend's Q8_0 native path): the activation's
-// Q8_0 block quantization, the host's paired group-wise kernel against the specified arithmetic
-// in both its kernels, and the group-wise linear layer on host and sim.
+// Quantized weights that stay quantized (the ggml backend's native path): the activation's Q8_0,
+// Q8_1 and Q8_K block quantizations, the host's paired group-wise kernel against the specified
+// arithmetic in both its kernels, and the group-wise linear layer on host and sim.
 #include "ops/groupwise_linear.h"
 
 #include <gtest/gtest.h>
@@ -272,6 +272,26 @@ TEST(GroupwiseLinear, HostKeepsQ4AndFp16ScalesInTheGgufsBytes) {
   }
 }
 
+// Runs `weight` on x (m rows) and holds every output y[i][j] to sum_g block(i, j, g), computed in
+// double, within fp32 rounding of the blocks' magnitudes.
+template <typename Block>
+void expect_blockwise_product(Device& device, const std::vector<float>& x, int64_t m, int64_t n,
+                              int64_t groups, const PackedWeight& weight, Block block) {
+  std::vector<float> y(m * n);
+  ASSERT_TRUE(run_groupwise_linear(device, x.data(), m, weight, y.data(), {}).is_ok());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double expected = 0.0, magnitude = 0.0;
+      for (int64_t g = 0; g < groups; ++g) {
+        const double term = block(i, j, g);
+        expected += term;
+        magnitude += std::fabs(term);
+      }
+      EXPECT_NEAR(y[i * n + j], expected, 1e-5 * magnitude + 1e-12) << i << "," << j;
+    }
+  }
+}
+
 // A GGUF Q4_1 weight (x = d nibble + m) against the activation's Q8_1 form: the CPU backend's
 // sum_g d_w d_x sum(nibble q_x) + m_w s_x, s_x = fp16(d_x' sum(q_x)) with d_x' unrounded. Host
 // and sim give it to fp32 rounding, and the host keeps the GGUF's 20 bytes per block.
@@ -314,24 +334,107 @@ TEST(GroupwiseLinear, Q4_1MinsGiveTheCpuBackendsQ8_1Product) {
     if (device == &host) {
       EXPECT_EQ(packed.value()->resident_bytes(), static_cast<size_t>(n * k / 2 + n * groups * 4));
     }
-    std::vector<float> y(m * n);
-    ASSERT_TRUE(run_groupwise_linear(*device, x.data(), m, *packed.value(), y.data(), {}).is_ok());
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double expected = 0.0, magnitude = 0.0;
-        for (int64_t g = 0; g < groups; ++g) {
+    expect_blockwise_product(
+        *device, x, m, n, groups, *packed.value(), [&](auto i, auto j, auto g) {
           int64_t dot = 0;
           for (int64_t c = g * 32; c < (g + 1) * 32; ++c) dot += nibbles[j * k + c] * q[i * k + c];
-          const double block = double{scales[j * groups + g]} * x_scales[i * groups + g] * dot +
-                               double{mins[j * groups + g]} * x_sums[i * groups + g];
-          expected += block;
-          magnitude += std::fabs(block);
-        }
-        EXPECT_NEAR(y[i * n + j], expected, 1e-5 * magnitude + 1e-12) << i << "," << j;
-      }
-    }
+          return double{scales[j * groups + g]} * x_scales[i * groups + g] * dot +
+                 double{mins[j * groups + g]} * x_sums[i * groups + g];
+        });
   }
   EXPECT_EQ(pack_groupwise_linear(host, rows.data(), scales, k, n, 32, {1.0f}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A GGUF Q4_K weight (x = d sc nibble - dmin m per 32, d and dmin fp16 per 256, sc and m 6-bit)
+// against the activation's Q8_K form (one fp32 d_x per 256, quantize_row_q8_K_ref): the CPU
+// backend's sum_b d_x (d sum_j sc_j dot_j - dmin sum_j m_j sum(q_x,j)). Host and sim give it to
+// fp32 rounding; the host keeps the GGUF's 144 bytes per 256 values but for one byte per 6-bit
+// factor (8 bytes more than their 12 packed ones).
+TEST(GroupwiseLinear, Q4_KSubBlockFactorsGiveTheCpuBackendsQ8_KProduct) {
+  std::mt19937 rng(22);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> nibble(0, 15), six_bits(0, 63);
+  std::uniform_real_distribution<float> super(0.0005f, 0.002f);
+  HostDevice host({});
+  sim::SimDevice sim;
+  const int64_t m = 5, k = 512, n = 48, groups = k / 32, supers = k / 256;
+  std::vector<int8_t> rows(n * k);
+  std::vector<int> nibbles(n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    nibbles[i] = nibble(rng);
+    rows[i] = static_cast<int8_t>(nibbles[i] - 8);
+  }
+  std::vector<uint16_t> d(n * supers), dmin(n * supers), minus_dmin(n * supers);
+  for (int64_t i = 0; i < n * supers; ++i) {
+    d[i] = float_to_half_bits(super(rng));
+    dmin[i] = float_to_half_bits(super(rng));
+    minus_dmin[i] = dmin[i] ^ 0x8000;
+  }
+  std::vector<uint8_t> sc(n * groups), mn(n * groups);
+  for (auto& v : sc) v = static_cast<uint8_t>(six_bits(rng));
+  for (auto& v : mn) v = static_cast<uint8_t>(six_bits(rng));
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  std::fill(x.begin() + k + 256, x.begin() + 2 * k, 0.0f);  // an all-zero 256-block: d_x = 0
+  // The activation's Q8_K form, checked against quantize_row_q8_K_ref's arithmetic.
+  std::vector<int8_t> q(m * k);
+  std::vector<float> x_scales(m * groups), x_sums(m * groups);
+  ASSERT_TRUE(quantize_rows_q8_k(x.data(), m, k, q.data(), x_scales.data(), x_sums.data(), {}));
+  for (int64_t b = 0; b < m * supers; ++b) {
+    float max = 0.0f, amax = 0.0f;
+    for (int64_t j = b * 256; j < (b + 1) * 256; ++j) {
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    }
+    const float iscale = amax == 0.0f ? 0.0f : -127.0f / max;
+    for (int64_t j = b * 256; j < (b + 1) * 256; ++j) {
+      ASSERT_EQ(q[j], static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * x[j]))));
+    }
+    for (int64_t g = b * 8; g < (b + 1) * 8; ++g) {
+      ASSERT_EQ(x_scales[g], amax == 0.0f ? 0.0f : 1.0f / iscale) << g;
+      int32_t total = 0;
+      for (int64_t j = g * 32; j < (g + 1) * 32; ++j) total += q[j];
+      ASSERT_EQ(x_sums[g], x_scales[g] * static_cast<float>(total)) << g;
+    }
+  }
+  for (Device* device : std::vector<Device*>{&host, &sim}) {
+    SCOPED_TRACE(device->name());
+    GroupwiseFactors factors{BlockFactors(d, sc, 8), BlockFactors(minus_dmin, mn, 8),
+                             ActivationBlocks::kQ8_K};
+    auto packed = pack_groupwise_linear(*device, rows.data(), std::move(factors), k, n, 32);
+    ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+    if (device == &host) {
+      EXPECT_EQ(packed.value()->resident_bytes(),
+                static_cast<size_t>(n * k / 2 + 2 * (n * supers * 2 + n * groups)));
+    }
+    expect_blockwise_product(
+        *device, x, m, n, groups, *packed.value(), [&](auto i, auto j, auto g) {
+          int64_t dot = 0, sum = 0;
+          for (int64_t c = g * 32; c < (g + 1) * 32; ++c) {
+            dot += nibbles[j * k + c] * q[i * k + c];
+            sum += q[i * k + c];
+          }
+          const int64_t b = j * supers + g / 8;
+          return double{x_scales[i * groups + g]} *
+                 (double{half_bits_to_float(d[b])} * sc[j * groups + g] * dot -
+                  double{half_bits_to_float(dmin[b])} * mn[j * groups + g] * sum);
+        });
+  }
+  // Q8_K needs whole 256-blocks, and a min per scale.
+  const int64_t short_k = 288;
+  EXPECT_EQ(pack_groupwise_linear(
+                host, rows.data(),
+                {BlockFactors(std::vector<float>(n * 9, 1.0f)),
+                 BlockFactors(std::vector<float>(n * 9, 1.0f)), ActivationBlocks::kQ8_K},
+                short_k, n, 32)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(pack_groupwise_linear(host, rows.data(),
+                                  {BlockFactors(d, sc, 8), BlockFactors(), ActivationBlocks::kQ8_K},
+                                  k, n, 32)
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
 }
 

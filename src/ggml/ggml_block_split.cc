@@ -1,0 +1,132 @@
+#include "ggml/ggml_block_split.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "quant/block_quantization.h"
+
+namespace npuflow::ggml {
+namespace {
+
+constexpr int64_t kRowsPerTask = 64;
+
+uint16_t half_at(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return bits;
+}
+
+// 16 bytes of nibbles: low nibbles are values 0-15, high nibbles values 16-31 of a 32-block
+// (Q4_0, Q4_1), stored as nibble - 8.
+void split_nibbles(const uint8_t* q, int8_t* out) {
+  for (int64_t j = 0; j < kQ8BlockValues / 2; ++j) {
+    out[j] = static_cast<int8_t>((q[j] & 0x0f) - 8);
+    out[j + kQ8BlockValues / 2] = static_cast<int8_t>((q[j] >> 4) - 8);
+  }
+}
+
+// ggml's 32-value blocks (ggml-common.h): block_q8_0 is an fp16 scale d then 32 int8 values
+// (x = q d); block_q4_0 is d then 16 bytes of nibbles (x = (nibble - 8) d); block_q4_1 is d, an
+// fp16 min m, then the same nibbles (x = nibble d + m).
+void split_32_blocks(ggml_type type, const uint8_t* row, int64_t k, int8_t* values, float* scales,
+                     float* mins) {
+  const bool with_min = type == GGML_TYPE_Q4_1;
+  const size_t header = sizeof(uint16_t) * (with_min ? 2 : 1);
+  const size_t block_bytes =
+      header + (type == GGML_TYPE_Q8_0 ? kQ8BlockValues : kQ8BlockValues / 2);
+  for (int64_t b = 0; b < k / kQ8BlockValues; ++b) {
+    const uint8_t* block = row + static_cast<size_t>(b) * block_bytes;
+    scales[b] = half_bits_to_float(half_at(block));
+    if (with_min) mins[b] = half_bits_to_float(half_at(block + sizeof(uint16_t)));
+    int8_t* out = values + b * kQ8BlockValues;
+    if (type == GGML_TYPE_Q8_0) {
+      std::memcpy(out, block + header, kQ8BlockValues);
+    } else {
+      split_nibbles(block + header, out);
+    }
+  }
+}
+
+// block_q4_K (ggml-common.h): fp16 d, fp16 dmin, 12 bytes packing eight 6-bit scales and eight
+// 6-bit mins (get_scale_min_k4 in ggml-quants.c), then 128 bytes of nibbles: each 32 bytes hold
+// sub-blocks 2j (low nibbles) and 2j + 1 (high). x = d sc nibble - dmin m per sub-block.
+constexpr int64_t kSubBlocks = kQ8KBlockValues / kQ8BlockValues;
+constexpr size_t kQ4KBlockBytes = 2 * sizeof(uint16_t) + 12 + kQ8KBlockValues / 2;
+
+void scale_and_min(int j, const uint8_t* packed, uint8_t& scale, uint8_t& min) {
+  if (j < 4) {
+    scale = packed[j] & 63;
+    min = packed[j + 4] & 63;
+  } else {
+    scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
+    min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  }
+}
+
+void split_q4_k_blocks(const uint8_t* row, int64_t k, int8_t* values, uint16_t* d,
+                       uint16_t* minus_dmin, uint8_t* scales, uint8_t* mins) {
+  for (int64_t b = 0; b < k / kQ8KBlockValues; ++b) {
+    const uint8_t* block = row + static_cast<size_t>(b) * kQ4KBlockBytes;
+    d[b] = half_at(block);
+    minus_dmin[b] = half_at(block + sizeof(uint16_t)) ^ 0x8000;  // the min enters subtracted
+    const uint8_t* packed = block + 2 * sizeof(uint16_t);
+    for (int j = 0; j < kSubBlocks; ++j) {
+      scale_and_min(j, packed, scales[b * kSubBlocks + j], mins[b * kSubBlocks + j]);
+    }
+    const uint8_t* q = packed + 12;
+    int8_t* out = values + b * kQ8KBlockValues;
+    for (int64_t pair = 0; pair < kSubBlocks / 2; ++pair, q += kQ8BlockValues) {
+      for (int64_t l = 0; l < kQ8BlockValues; ++l) {
+        out[2 * pair * kQ8BlockValues + l] = static_cast<int8_t>((q[l] & 0x0f) - 8);
+        out[(2 * pair + 1) * kQ8BlockValues + l] = static_cast<int8_t>((q[l] >> 4) - 8);
+      }
+    }
+  }
+}
+
+template <typename Body>
+void for_row_tasks(int64_t n, const ExecContext& context, Body body) {
+  context.run(static_cast<size_t>((n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+    const int64_t first = static_cast<int64_t>(task) * kRowsPerTask;
+    for (int64_t r = first; r < std::min(n, first + kRowsPerTask); ++r) body(r);
+  });
+}
+
+}  // namespace
+
+bool splits_into_groups(ggml_type type) {
+  return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
+         type == GGML_TYPE_Q4_K;
+}
+
+GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
+                                   int64_t n, int8_t* values, const ExecContext& context) {
+  const int64_t groups = k / kQ8BlockValues;
+  auto row_at = [&](int64_t r) { return base + static_cast<size_t>(r) * row_bytes; };
+  if (type == GGML_TYPE_Q4_K) {
+    const int64_t supers = k / kQ8KBlockValues;
+    std::vector<uint16_t> d(static_cast<size_t>(n * supers)), minus_dmin(d.size());
+    std::vector<uint8_t> scales(static_cast<size_t>(n * groups)), mins(scales.size());
+    for_row_tasks(n, context, [&](int64_t r) {
+      split_q4_k_blocks(row_at(r), k, values + r * k, d.data() + r * supers,
+                        minus_dmin.data() + r * supers, scales.data() + r * groups,
+                        mins.data() + r * groups);
+    });
+    return {BlockFactors(std::move(d), std::move(scales), kSubBlocks),
+            BlockFactors(std::move(minus_dmin), std::move(mins), kSubBlocks),
+            ActivationBlocks::kQ8_K};
+  }
+  const bool with_min = type == GGML_TYPE_Q4_1;
+  std::vector<float> scales(static_cast<size_t>(n * groups));
+  std::vector<float> mins(with_min ? scales.size() : 0);
+  for_row_tasks(n, context, [&](int64_t r) {
+    split_32_blocks(type, row_at(r), k, values + r * k, scales.data() + r * groups,
+                    with_min ? mins.data() + r * groups : nullptr);
+  });
+  return {BlockFactors(std::move(scales)), BlockFactors(std::move(mins)),
+          with_min ? ActivationBlocks::kQ8_1 : ActivationBlocks::kQ8_0};
+}
+
+}  // namespace npuflow::ggml
