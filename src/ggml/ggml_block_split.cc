@@ -49,6 +49,33 @@ void split_32_blocks(ggml_type type, const uint8_t* row, int64_t k, int8_t* valu
   }
 }
 
+// block_mxfp4 (ggml-common.h): an E8M0 exponent e, then 16 bytes of nibbles laid out as Q4_0's,
+// each an FP4 (E2M1) code. ggml's dot product multiplies int8 values twice the FP4 ones
+// (kvalues_mxfp4) by half the block's scale (GGML_E8M0_TO_FP32_HALF), which this repeats bit for
+// bit: the int8 values go to the GEMM, the halved scale is the block's.
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constexpr size_t kMxfp4BlockBytes = 1 + kQ8BlockValues / 2;
+
+float e8m0_half(uint8_t e) {
+  // 2^(e - 128): a subnormal for e < 2, as ggml builds it.
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+void split_mxfp4_blocks(const uint8_t* row, int64_t k, int8_t* values, float* scales) {
+  for (int64_t b = 0; b < k / kQ8BlockValues; ++b) {
+    const uint8_t* block = row + static_cast<size_t>(b) * kMxfp4BlockBytes;
+    scales[b] = e8m0_half(block[0]);
+    int8_t* out = values + b * kQ8BlockValues;
+    for (int64_t j = 0; j < kQ8BlockValues / 2; ++j) {
+      out[j] = kMxfp4Values[block[1 + j] & 0x0f];
+      out[j + kQ8BlockValues / 2] = kMxfp4Values[block[1 + j] >> 4];
+    }
+  }
+}
+
 // block_q4_K (ggml-common.h): fp16 d, fp16 dmin, 12 bytes packing eight 6-bit scales and eight
 // 6-bit mins (get_scale_min_k4 in ggml-quants.c), then 128 bytes of nibbles: each 32 bytes hold
 // sub-blocks 2j (low nibbles) and 2j + 1 (high). x = d sc nibble - dmin m per sub-block.
@@ -98,7 +125,7 @@ void for_row_tasks(int64_t n, const ExecContext& context, Body body) {
 
 bool splits_into_groups(ggml_type type) {
   return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-         type == GGML_TYPE_Q4_K;
+         type == GGML_TYPE_Q4_K || type == GGML_TYPE_MXFP4;
 }
 
 GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
@@ -122,8 +149,12 @@ GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t r
   std::vector<float> scales(static_cast<size_t>(n * groups));
   std::vector<float> mins(with_min ? scales.size() : 0);
   for_row_tasks(n, context, [&](int64_t r) {
-    split_32_blocks(type, row_at(r), k, values + r * k, scales.data() + r * groups,
-                    with_min ? mins.data() + r * groups : nullptr);
+    if (type == GGML_TYPE_MXFP4) {
+      split_mxfp4_blocks(row_at(r), k, values + r * k, scales.data() + r * groups);
+    } else {
+      split_32_blocks(type, row_at(r), k, values + r * k, scales.data() + r * groups,
+                      with_min ? mins.data() + r * groups : nullptr);
+    }
   });
   return {BlockFactors(std::move(scales)), BlockFactors(std::move(mins)),
           with_min ? ActivationBlocks::kQ8_1 : ActivationBlocks::kQ8_0};

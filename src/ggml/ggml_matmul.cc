@@ -39,6 +39,8 @@ WeightFormat weight_format(ggml_type type) {
       return WeightFormat::kQ5_K;
     case GGML_TYPE_Q6_K:
       return WeightFormat::kQ6_K;
+    case GGML_TYPE_MXFP4:
+      return WeightFormat::kMXFP4;
     default:
       return WeightFormat::kOther;
   }

@@ -24,6 +24,8 @@ const char* weight_format_name(WeightFormat format) {
       return "q5_K";
     case WeightFormat::kQ6_K:
       return "q6_K";
+    case WeightFormat::kMXFP4:
+      return "mxfp4";
     case WeightFormat::kOther:
       return "other";
   }
@@ -53,6 +55,7 @@ int64_t weight_format_block(WeightFormat format) {
     case WeightFormat::kQ8_0:
     case WeightFormat::kQ4_0:
     case WeightFormat::kQ4_1:
+    case WeightFormat::kMXFP4:
       return 32;
     case WeightFormat::kQ4_K:
     case WeightFormat::kQ5_K:

@@ -22,6 +22,7 @@ enum class WeightFormat : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  kMXFP4,
 };
 
 const char* weight_format_name(WeightFormat format);

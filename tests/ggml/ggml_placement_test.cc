@@ -75,9 +75,10 @@ struct Row {
 
 TEST_F(Placement, FloatAndQuantizedWeightsAtTheThreshold) {
   const Row rows[] = {
-      {GGML_TYPE_F32, 576, 576},   {GGML_TYPE_F16, 576, 1536},   {GGML_TYPE_BF16, 2048, 512},
-      {GGML_TYPE_Q8_0, 576, 192},  {GGML_TYPE_Q4_0, 2048, 8192}, {GGML_TYPE_Q4_1, 576, 576},
-      {GGML_TYPE_Q4_K, 1536, 576}, {GGML_TYPE_Q5_K, 2048, 2048}, {GGML_TYPE_Q6_K, 8192, 2048},
+      {GGML_TYPE_F32, 576, 576},     {GGML_TYPE_F16, 576, 1536},   {GGML_TYPE_BF16, 2048, 512},
+      {GGML_TYPE_Q8_0, 576, 192},    {GGML_TYPE_Q4_0, 2048, 8192}, {GGML_TYPE_Q4_1, 576, 576},
+      {GGML_TYPE_Q4_K, 1536, 576},   {GGML_TYPE_Q5_K, 2048, 2048}, {GGML_TYPE_Q6_K, 8192, 2048},
+      {GGML_TYPE_MXFP4, 2880, 2880},  // gpt-oss's expert width
   };
   for (const Row& r : rows) {
     const bool quant = ggml_is_quantized(r.type);
@@ -112,7 +113,7 @@ TEST_F(Placement, DeviceContractNearMisses) {
 
 TEST_F(Placement, UnsupportedWeightTypesStayOnTheCpu) {
   for (ggml_type type : {GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                         GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4}) {
+                         GGML_TYPE_IQ4_NL, GGML_TYPE_NVFP4}) {
     EXPECT_FALSE(mul_mat(type, 2048, 2048, 2048)) << ggml_type_name(type);
   }
 }

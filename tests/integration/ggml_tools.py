@@ -59,8 +59,9 @@ WHISPER_TINY_EN = ROOT / "third_party" / "whisper-tiny.en.bin"
 WHISPER_TINY_EN_CT2 = ROOT / "third_party" / "whisper-tiny.en-ct2"
 
 
-def moe_fixture(arch: str) -> Path:
-    path = MOE_FIXTURES / f"{arch}-fixture-F32.gguf"
+def moe_fixture(arch: str, recipe: str = "F32") -> Path:
+    """The F32 fixture, or (recipe MXFP4_MOE, qwen3moe only) setup's llama-quantize of it."""
+    path = MOE_FIXTURES / f"{arch}-fixture-{recipe}.gguf"
     assert path.exists(), f"{path} is missing: run `make setup`"
     return path
 
@@ -125,6 +126,17 @@ def perplexity(model, text, ctx: int, chunks: int, backend: bool, env: dict | No
     assert match, out[-2000:]
     assert re.search(rf"calculating perplexity over {chunks} chunks", out)
     return float(match.group(1)), out
+
+
+FOOTPRINT = re.compile(r"(\w+) (native|dequant): file_bytes=(\d+) resident_bytes=(\d+) ratio=")
+
+
+def footprint(text: str) -> dict[str, dict]:
+    """The backend's last `npuflow: weights ...` line: per ggml type, its path and bytes."""
+    lines = [line for line in text.splitlines() if line.startswith("npuflow: weights ")]
+    assert lines, "no resident-weights line: was the backend loaded with NPUFLOW_PROF=1?"
+    return {t: {"path": path, "file": int(f), "resident": int(r), "ratio": int(r) / int(f)}
+            for t, path, f, r in FOOTPRINT.findall(lines[-1])}
 
 
 STATS = re.compile(r"npuflow: NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) host_fallback=(\d+) "

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SLICE
 from ggml_tools import (HOST_ALL, MOE_ARCHS, MOE_LAYERS, PROSE, Counters, backend_ops_cases,
-                        moe_fixture, perplexity, run, tool)
+                        footprint, moe_fixture, perplexity, run, tool)
 
 # make test runs the 4- and 8-expert cases at m = 32 and 512 (about 470 on each device), the
 # sliced sanitizer run (NPUFLOW_TEST_SLICE, conftest.py) the 4-expert ones; `make
@@ -25,8 +25,8 @@ else:
     CASES = "n_mats=(4|8),.*m=(512|32),"
 
 
-# Q8_0 and Q4_0 experts stay int8 on the native quant path (the default): no fp16 range limit.
-NATIVE_TYPES = {"q8_0", "q4_0"}
+# Experts of these types stay int8 on the native quant path (the default): no fp16 range limit.
+NATIVE_TYPES = {"q8_0", "q4_0", "q4_1", "q4_K", "mxfp4"}
 
 
 @pytest.mark.parametrize("device,quant_path",
@@ -65,7 +65,7 @@ def test_backend_ops_mul_mat_id_passes_and_runs_on_npuflow(device, quant_path):
     # Every resident weight type, every expert count per token, and a shared activation row
     # (b=1: one row of b serves every slot) ran on NPUFLOW.
     types = {p["type_a"] for p in ok}
-    for expected in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_K", "q5_K", "q6_K"):
+    for expected in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_K", "q5_K", "q6_K", "mxfp4"):
         assert expected in types, f"no {expected} case ran on NPUFLOW"
     assert {p["n_used"] for p in ok} >= {"1", "2", "4"}
     assert any(p["b"] == "1" for p in ok)
@@ -94,6 +94,33 @@ def test_moe_perplexity_matches_cpu_with_every_expert_product_on_npuflow(arch):
     # Each 512-token chunk runs the gate, up and down experts of every layer on NPUFLOW.
     assert counters.mul_mat_id == CHUNKS * MOE_LAYERS * 3
     assert counters.fallback == 0
+
+
+def test_mxfp4_experts_stay_quantized_and_give_the_cpus_perplexity():
+    """The Qwen3-MoE fixture through llama-quantize's MXFP4_MOE recipe (experts MXFP4, the rest
+    Q8_0), as gpt-oss ships. On the native path each expert's MXFP4 blocks run as int8 values (twice
+    the FP4 ones) with half the E8M0 scale against Q8_0 activations: the CPU's own product
+    (npuflow_ggml_vs_cpu), so perplexity stays with the CPU's, and the experts stay 2 bytes per
+    GGUF byte (int8 + an fp16 scale per 17-byte block) where dequantizing takes 7.5."""
+    model = moe_fixture("qwen3moe", "MXFP4_MOE")
+    no_repack = ("--no-repack",)
+    cpu, _ = perplexity(model, PROSE, CTX, CHUNKS, backend=False, extra=no_repack)
+    native, out = perplexity(model, PROSE, CTX, CHUNKS, backend=True, env=HOST_ALL,
+                             extra=no_repack)
+    dequant, out_dequant = perplexity(model, PROSE, CTX, CHUNKS, backend=True, extra=no_repack,
+                                      env={**HOST_ALL, "NPUFLOW_QUANT_PATH": "dequant"})
+    counters = Counters(out)
+    mine, control = footprint(out)["mxfp4"], footprint(out_dequant)["mxfp4"]
+    print(f"qwen3moe MXFP4_MOE: PPL CPU {cpu:.4f}, NPUFLOW native {native:.4f} "
+          f"({native / cpu - 1:+.4%}), dequant {dequant:.4f} ({dequant / cpu - 1:+.4%}); mxfp4 "
+          f"resident/GGUF native {mine['ratio']:.3f}x, dequant {control['ratio']:.3f}x; {counters}")
+    assert counters.mul_mat_id == CHUNKS * MOE_LAYERS * 3 and counters.fallback == 0
+    assert mine["path"] == "native" and mine["ratio"] <= 34 / 17 + 0.05
+    assert control["path"] == "dequant" and control["ratio"] > 7
+    assert abs(native / cpu - 1) <= 0.005
+    # The dequant arm skips the CPU's 8-bit activation rounding, a different computation: on this
+    # random-weight model it lands 0.8% off.
+    assert abs(dequant / cpu - 1) <= 0.02
 
 
 @pytest.mark.parametrize("arch", MOE_ARCHS)

@@ -1,10 +1,10 @@
-"""Quantized weights that stay quantized (NPUFLOW_QUANT_PATH=native, the default): Q8_0, Q4_0, Q4_1
-and Q4_K weights are kept as int8 values with their block scales (and the mins of Q4_1 and Q4_K)
+"""Quantized weights that stay quantized (NPUFLOW_QUANT_PATH=native, the default): Q8_0, Q4_0, Q4_1,
+Q4_K and MXFP4 weights are kept as int8 values with their block scales (and the mins of Q4_1 and Q4_K)
 and run on the device's group-wise int8 GEMM, the activation quantized as the CPU backend
 quantizes it (per 32 values; per 256 for Q4_K). Gates per
 datapath: llama.cpp's test-backend-ops on host and sim, perplexity on a real GGUF of that type
 against the CPU backend, and the resident bytes the backend prints, against the dequantizing
-control arm. (Per product, npuflow_ggml_vs_cpu holds all four types to NMSE 1e-9 of the CPU.)"""
+control arm. (Per product, npuflow_ggml_vs_cpu holds all five types to NMSE 1e-9 of the CPU.)"""
 from __future__ import annotations
 
 import re
@@ -12,7 +12,8 @@ import re
 import pytest
 
 from ggml_tools import (HOST_ALL, PROSE, SMOLLM2, SMOLLM2_MATMULS, SMOLLM2_Q4_0, SMOLLM2_Q4_K,
-                        SMOLLM2_Q4_K_MATMULS, SMOLLM2_Q8_0, Counters, backend_ops_cases, perplexity)
+                        SMOLLM2_Q4_K_MATMULS, SMOLLM2_Q8_0, Counters, backend_ops_cases, footprint,
+                        perplexity)
 
 CTX = 512
 CHUNKS = 4
@@ -31,17 +32,6 @@ MATMULS = {"q8_0": SMOLLM2_MATMULS, "q4_0": SMOLLM2_MATMULS, "q4_1": SMOLLM2_MAT
 # scale and min), plus the zero columns up to a multiple of 16. (The simulated RK3588 holds Q4_0 as int8, 34 bytes against
 # 18: its int4 GEMM cannot take Q4_0, see docs/ggml-backend.md.)
 NATIVE_RATIO = 1.1
-FOOTPRINT = re.compile(r"(\w+) (native|dequant): file_bytes=(\d+) resident_bytes=(\d+) ratio=")
-
-
-def footprint(text: str) -> dict[str, dict]:
-    """The backend's last `npuflow: weights ...` line: per ggml type, its path and bytes."""
-    lines = [line for line in text.splitlines() if line.startswith("npuflow: weights ")]
-    assert lines, "no resident-weights line: was the backend loaded with NPUFLOW_PROF=1?"
-    return {t: {"path": path, "file": int(f), "resident": int(r), "ratio": int(r) / int(f)}
-            for t, path, f, r in FOOTPRINT.findall(lines[-1])}
-
-
 def model_of(wtype: str):
     path = MODELS[wtype]
     assert path.exists(), f"{path} is missing: run `make setup`"
@@ -53,9 +43,11 @@ def ppl(wtype: str, chunks: int, env: dict | None):
                       extra=NO_REPACK)
 
 
+# MXFP4's whole-model gate is the MoE fixture's (test_ggml_mul_mat_id.py): its recipe quantizes
+# experts only.
 @pytest.mark.parametrize("device", ["host", "sim"])
 @pytest.mark.parametrize("path", ["native", "dequant"])
-@pytest.mark.parametrize("wtype", sorted(MODELS))
+@pytest.mark.parametrize("wtype", sorted([*MODELS, "mxfp4"]))
 def test_backend_ops_on_each_path(wtype, device, path):
     env = {**HOST_ALL, "NPUFLOW_DEVICE": device, "NPUFLOW_MIN_M": "1", "NPUFLOW_MIN_M_QUANT": "1",
            "NPUFLOW_QUANT_PATH": path}
