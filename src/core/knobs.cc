@@ -114,7 +114,7 @@ constexpr std::array kKnobs = {
              "Q4_K and MXFP4 stay integer values with their block scales (and the mins of Q4_1 "
              "and Q4_K) and run on the device's group-wise int8 GEMM, the activation quantized "
              "as the CPU backend does (per 32 values; Q4_K: per 256) (resident on host: the "
-             "GGUF's bytes, Q4_K 1.03x them, MXFP4 2.0x; on an NPU, which reads int8 weights, "
+             "GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x; on an NPU, which reads int8 weights, "
              "1.9x them for Q4_0 and Q4_K, 1.8x for Q4_1, 2.0x for MXFP4); other types are "
              "dequantized. "
              "dequant: every type is widened to the device's float type once (fp32 on host, "

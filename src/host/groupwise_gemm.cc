@@ -26,14 +26,6 @@ const uint8_t* nibble_pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t 
   return w.nibbles() + (j0 / kColumnBlock) * (w.k() / 2 * kColumnBlock) + (kk / 2) * kColumnBlock;
 }
 
-// A nibble pair byte's two signed values: K step kk in the low nibble, kk + 1 in the high one.
-int low_nibble(uint8_t byte) {
-  return static_cast<int8_t>(static_cast<uint8_t>(byte << 4)) >> 4;
-}
-int high_nibble(uint8_t byte) {
-  return static_cast<int8_t>(byte) >> 4;
-}
-
 int64_t padded_columns(int64_t n) {
   return (n + kColumnBlock - 1) / kColumnBlock * kColumnBlock;
 }
@@ -60,9 +52,11 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
         std::fill(partial, partial + kColumnBlock, 0);
         for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
           if (w.holds_nibbles()) {
+            // A code pair byte: K step kk in the low nibble, kk + 1 in the high one.
             const uint8_t* pair = nibble_pair_at(w, kk, j0);
+            const int8_t* value = w.code_values();
             for (int64_t j = 0; j < kColumnBlock; ++j) {
-              partial[j] += a[kk] * low_nibble(pair[j]) + a[kk + 1] * high_nibble(pair[j]);
+              partial[j] += a[kk] * value[pair[j] & 0x0f] + a[kk + 1] * value[pair[j] >> 4];
             }
             continue;
           }
@@ -84,14 +78,16 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
 }
 
 #if NPUFLOW_HAVE_AVX2_KERNELS
-// Eight bytes of nibble pairs (8 columns) as the int16 pairs of those columns: each int32 lane
-// holds the low nibble's value in its low half and the high nibble's in its high half.
-NPUFLOW_TARGET_AVX2 inline __m256i widen_nibble_pairs(const uint8_t* bytes) {
-  const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
-  const __m256i low = _mm256_srai_epi32(_mm256_slli_epi32(v, 28), 28);
-  const __m256i high = _mm256_srai_epi32(v, 4);
-  return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xffff)),
-                         _mm256_slli_epi32(high, 16));
+// Eight bytes of code pairs (8 columns) as the int16 pairs of those columns: each int32 lane
+// holds the low nibble's value in its low half and the high nibble's in its high half. `table`:
+// the weight's 16 code values as bytes (a vpshufb table).
+NPUFLOW_TARGET_AVX2 inline __m256i widen_nibble_pairs(const uint8_t* bytes, __m128i table) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  const __m128i low = _mm_shuffle_epi8(table, _mm_and_si128(v, mask));
+  const __m128i high = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+  return _mm256_or_si256(_mm256_and_si256(_mm256_cvtepi8_epi32(low), _mm256_set1_epi32(0xffff)),
+                         _mm256_slli_epi32(_mm256_cvtepi8_epi32(high), 16));
 }
 
 template <bool kNibbles>
@@ -120,6 +116,7 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
   const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
   constexpr int64_t kRows = 4;
   const int64_t rows = block.rows;
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values()));
   alignas(32) float out[kRows][kColumnBlock];
   for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
     std::memset(out, 0, sizeof(out));
@@ -130,8 +127,8 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
         __m256i w0, w1;
         if constexpr (kNibbles) {
           const uint8_t* pair = nibble_pair_at(w, kk, j0);
-          w0 = widen_nibble_pairs(pair);
-          w1 = widen_nibble_pairs(pair + 8);
+          w0 = widen_nibble_pairs(pair, table);
+          w1 = widen_nibble_pairs(pair + 8, table);
         } else {
           const int8_t* pair = pair_at(w, kk, j0);
           w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
@@ -168,6 +165,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
     int64_t n) {
   const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
   const int64_t rows = block.rows;
+  // The 16 code values as int32 lanes: vpermd looks a code up by an index's low 4 bits.
+  constexpr __mmask16 kAll = 0xffff;
+  const __m512i table = _mm512_maskz_cvtepi8_epi32(
+      kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values())));
   alignas(64) float out[kRowBlock][kColumnBlock];
   for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
     std::memset(out, 0, sizeof(out));
@@ -177,14 +178,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
       for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
         __m512i wv;
         if constexpr (kNibbles) {
-          // 16 bytes of nibble pairs, as widen_nibble_pairs does for 8 (the zero-masked forms:
+          // 16 bytes of code pairs, as widen_nibble_pairs does for 8 (the zero-masked forms:
           // GCC 12 flags the plain ones' undefined pass-through vector).
-          constexpr __mmask16 kAll = 0xffff;
-          const __m512i v = _mm512_maskz_cvtepi8_epi32(
+          const __m512i v = _mm512_maskz_cvtepu8_epi32(
               kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibble_pair_at(w, kk, j0))));
-          const __m512i low =
-              _mm512_maskz_srai_epi32(kAll, _mm512_maskz_slli_epi32(kAll, v, 28), 28);
-          const __m512i high = _mm512_maskz_srai_epi32(kAll, v, 4);
+          const __m512i low = _mm512_maskz_permutexvar_epi32(kAll, v, table);
+          const __m512i high =
+              _mm512_maskz_permutexvar_epi32(kAll, _mm512_maskz_srli_epi32(kAll, v, 4), table);
           wv = _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(0xffff)),
                                _mm512_maskz_slli_epi32(kAll, high, 16));
         } else {
@@ -264,17 +264,28 @@ std::vector<GroupwiseKernel> groupwise_kernels_available() {
 HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n,
                                          ElementType type, int64_t group)
     : PackedWeight(k, n, type, group), np_(padded_columns(n)) {
-  const bool fits_nibbles =
-      std::all_of(weight, weight + k * n, [](int8_t v) { return v >= -8 && v <= 7; });
-  if (fits_nibbles) {
-    nibbles_.assign(static_cast<size_t>(k / 2 * np_), 0);
+  // The distinct values, ascending; with at most 16 (0 among them: the padding columns), each
+  // value is stored as its index among them.
+  std::array<bool, 256> present{};
+  present[128] = true;
+  for (int64_t i = 0; i < k * n; ++i) present[static_cast<size_t>(weight[i] + 128)] = true;
+  if (std::count(present.begin(), present.end(), true) <= 16) {
+    std::array<uint8_t, 256> code_of{};
+    int codes = 0;
+    for (int v = 0; v < 256; ++v) {
+      if (!present[static_cast<size_t>(v)]) continue;
+      code_of[static_cast<size_t>(v)] = static_cast<uint8_t>(codes);
+      code_values_[static_cast<size_t>(codes++)] = static_cast<int8_t>(v - 128);
+    }
+    nibbles_.assign(static_cast<size_t>(k / 2 * np_), code_of[128] * uint8_t{0x11});
     for (int64_t kk = 0; kk < k; ++kk) {
       const int shift = (kk & 1) * 4;
       for (int64_t col = 0; col < n; ++col) {
         const int64_t at = (col / kColumnBlock) * (k / 2 * kColumnBlock) + (kk / 2) * kColumnBlock +
                            col % kColumnBlock;
-        nibbles_[static_cast<size_t>(at)] |=
-            static_cast<uint8_t>((static_cast<uint8_t>(weight[kk * n + col]) & 0xf) << shift);
+        uint8_t& byte = nibbles_[static_cast<size_t>(at)];
+        const uint8_t code = code_of[static_cast<size_t>(weight[kk * n + col] + 128)];
+        byte = static_cast<uint8_t>((byte & (0xf0 >> shift)) | (code << shift));
       }
     }
     return;

@@ -7,11 +7,14 @@
 // columns), each block's K as consecutive pairs, each pair's two values adjacent per column
 // ([Np/16][K/2][16][2] int8), so that a multiply-add of int16 pairs (AVX2 vpmaddwd, AVX-512 VNNI
 // vpdpwssd) takes two K steps of 8 or 16 columns at once and a block streams its whole K from
-// consecutive cache lines. One byte per value, as the int8 weight it came from; or, when every
-// value lies in [-8, 7] (a GGUF Q4_0 weight), half a byte: each pair's two values in one byte's
-// low and high nibble ([Np/16][K/2][16] bytes), which the kernels widen as they load.
+// consecutive cache lines. One byte per value, as the int8 weight it came from; or, when the
+// weight holds at most 16 distinct values (a GGUF Q4_0, Q4_1 or Q4_K weight's nibble - 8, an
+// MXFP4 weight's twice-FP4 values), half a byte: each pair's two values as 4-bit codes in one
+// byte's low and high nibble ([Np/16][K/2][16] bytes), which the kernels look up in the weight's
+// 16-entry table as they load.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,15 +29,18 @@ class HostGroupwiseWeight final : public PackedWeight {
   HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group);
   size_t resident_bytes() const override { return pairs_.size() + nibbles_.size(); }
   int64_t padded_n() const { return np_; }
-  // Whether the values are held as nibbles (all in [-8, 7]); then pairs() is empty.
+  // Whether the values are held as 4-bit codes (at most 16 distinct values); then pairs() is
+  // empty and code_values() maps each code to its value.
   bool holds_nibbles() const { return !nibbles_.empty(); }
   const int8_t* pairs() const { return pairs_.data(); }
   const uint8_t* nibbles() const { return nibbles_.data(); }
+  const int8_t* code_values() const { return code_values_.data(); }
 
  private:
   int64_t np_;
   std::vector<int8_t> pairs_;
   std::vector<uint8_t> nibbles_;
+  std::array<int8_t, 16> code_values_{};
 };
 
 // The kernels, all giving the same bits. kAuto: the fastest this CPU has (AVX-512 VNNI, then

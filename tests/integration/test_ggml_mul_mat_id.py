@@ -100,8 +100,8 @@ def test_mxfp4_experts_stay_quantized_and_give_the_cpus_perplexity():
     """The Qwen3-MoE fixture through llama-quantize's MXFP4_MOE recipe (experts MXFP4, the rest
     Q8_0), as gpt-oss ships. On the native path each expert's MXFP4 blocks run as int8 values (twice
     the FP4 ones) with half the E8M0 scale against Q8_0 activations: the CPU's own product
-    (npuflow_ggml_vs_cpu), so perplexity stays with the CPU's, and the experts stay 2 bytes per
-    GGUF byte (int8 + an fp16 scale per 17-byte block) where dequantizing takes 7.5."""
+    (npuflow_ggml_vs_cpu), so perplexity stays with the CPU's, and the host keeps the experts in
+    18 bytes per 17-byte block (4-bit codes + an fp16 scale) where dequantizing takes 128."""
     model = moe_fixture("qwen3moe", "MXFP4_MOE")
     no_repack = ("--no-repack",)
     cpu, _ = perplexity(model, PROSE, CTX, CHUNKS, backend=False, extra=no_repack)
@@ -115,7 +115,7 @@ def test_mxfp4_experts_stay_quantized_and_give_the_cpus_perplexity():
           f"({native / cpu - 1:+.4%}), dequant {dequant:.4f} ({dequant / cpu - 1:+.4%}); mxfp4 "
           f"resident/GGUF native {mine['ratio']:.3f}x, dequant {control['ratio']:.3f}x; {counters}")
     assert counters.mul_mat_id == CHUNKS * MOE_LAYERS * 3 and counters.fallback == 0
-    assert mine["path"] == "native" and mine["ratio"] <= 34 / 17 + 0.05
+    assert mine["path"] == "native" and mine["ratio"] <= 1.1
     assert control["path"] == "dequant" and control["ratio"] > 7
     assert abs(native / cpu - 1) <= 0.005
     # The dequant arm skips the CPU's 8-bit activation rounding, a different computation: on this

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -50,7 +51,7 @@ std::vector<float> specified_groupwise(const std::vector<int8_t>& a, const std::
   return c;
 }
 
-TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndBothStorages) {
+TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEveryStorage) {
   std::mt19937 rng(2026);
   std::uniform_int_distribution<int> i8(-128, 127);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
@@ -58,19 +59,34 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndBothSto
   for (int trial = 0; trial < 60; ++trial) {
     const int64_t group = std::vector<int64_t>{2, 32, 64}[trial % 3];
     const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
-    // Every other trial's weight lies in [-8, 7] (a Q4_0 weight), which the host holds as nibbles.
-    const bool nibbles = trial % 2 == 1;
-    std::uniform_int_distribution<int> i4(-8, 7);
+    // A third of the weights lie in [-8, 7] (a Q4_0 weight's nibble - 8), a third in MXFP4's 15
+    // values (twice the FP4 ones): the host holds both as 4-bit codes and a table.
+    const int storage = (trial / 3) % 3;  // 0: int8, 1: [-8, 7], 2: MXFP4
+    static constexpr int8_t kMxfp4[] = {0, 1, 2, 3, 4, 6, 8, 12, -1, -2, -3, -4, -6, -8, -12};
+    std::uniform_int_distribution<int> i4(-8, 7), fp4(0, 14);
+    auto weight_value = [&] {
+      return static_cast<int8_t>(storage == 0   ? i8(rng)
+                                 : storage == 1 ? i4(rng)
+                                                : kMxfp4[fp4(rng)]);
+    };
     std::vector<int8_t> a(m * k), w(k * n);
     for (auto& v : a) v = static_cast<int8_t>(i8(rng));
-    for (auto& v : w) v = static_cast<int8_t>(nibbles ? i4(rng) : i8(rng));
+    for (auto& v : w) v = weight_value();
     // Extremes: a row of -128 and a column of the weight's minimum (the int16 pair sums reach
     // 2 * 2^14), and a column of its maximum.
+    const int8_t lowest = storage == 0 ? -128 : storage == 1 ? -8 : -12;
+    const int8_t highest = storage == 0 ? 127 : storage == 1 ? 7 : 12;
     for (int64_t kk = 0; kk < k; ++kk) {
       a[kk] = -128;
-      w[kk * n] = nibbles ? -8 : -128;
-      w[kk * n + n - 1] = nibbles ? 7 : 127;
+      w[kk * n] = lowest;
+      w[kk * n + n - 1] = highest;
     }
+    // 4-bit codes whenever the values, with the padding's 0, are at most 16 (a small int8 weight
+    // can be, too).
+    std::set<int> distinct(w.begin(), w.end());
+    distinct.insert(0);
+    const bool nibbles = distinct.size() <= 16;
+    ASSERT_TRUE(storage == 0 || nibbles);
     std::vector<float> as(m * (k / group)), ws(n * (k / group));
     for (auto& v : as) v = scale(rng);
     for (auto& v : ws) v = scale(rng);
