@@ -79,8 +79,13 @@ void split_mxfp4_blocks(const uint8_t* row, int64_t k, int8_t* values, float* sc
 // block_q4_K (ggml-common.h): fp16 d, fp16 dmin, 12 bytes packing eight 6-bit scales and eight
 // 6-bit mins (get_scale_min_k4 in ggml-quants.c), then 128 bytes of nibbles: each 32 bytes hold
 // sub-blocks 2j (low nibbles) and 2j + 1 (high). x = d sc nibble - dmin m per sub-block.
+// block_q5_K is the same header, then 32 bytes of fifth bits (bit 2j of byte l: value l of
+// sub-block 2j; bit 2j + 1: of sub-block 2j + 1), then the nibbles as Q4_K's; x = d sc q - dmin m
+// with q = nibble + 16 fifth bit, stored as q - 16.
 constexpr int64_t kSubBlocks = kQ8KBlockValues / kQ8BlockValues;
-constexpr size_t kQ4KBlockBytes = 2 * sizeof(uint16_t) + 12 + kQ8KBlockValues / 2;
+constexpr size_t kKHeaderBytes = 2 * sizeof(uint16_t) + 12;
+constexpr size_t kQ4KBlockBytes = kKHeaderBytes + kQ8KBlockValues / 2;
+constexpr size_t kQ5KBlockBytes = kQ4KBlockBytes + kQ8KBlockValues / 8;
 
 void scale_and_min(int j, const uint8_t* packed, uint8_t& scale, uint8_t& min) {
   if (j < 4) {
@@ -92,22 +97,29 @@ void scale_and_min(int j, const uint8_t* packed, uint8_t& scale, uint8_t& min) {
   }
 }
 
-void split_q4_k_blocks(const uint8_t* row, int64_t k, int8_t* values, uint16_t* d,
-                       uint16_t* minus_dmin, uint8_t* scales, uint8_t* mins) {
+void split_k_blocks(bool five_bits, const uint8_t* row, int64_t k, int8_t* values, uint16_t* d,
+                    uint16_t* minus_dmin, uint8_t* scales, uint8_t* mins) {
+  const size_t block_bytes = five_bits ? kQ5KBlockBytes : kQ4KBlockBytes;
+  const int offset = five_bits ? 16 : 8;
   for (int64_t b = 0; b < k / kQ8KBlockValues; ++b) {
-    const uint8_t* block = row + static_cast<size_t>(b) * kQ4KBlockBytes;
+    const uint8_t* block = row + static_cast<size_t>(b) * block_bytes;
     d[b] = half_at(block);
     minus_dmin[b] = half_at(block + sizeof(uint16_t)) ^ 0x8000;  // the min enters subtracted
     const uint8_t* packed = block + 2 * sizeof(uint16_t);
     for (int j = 0; j < kSubBlocks; ++j) {
       scale_and_min(j, packed, scales[b * kSubBlocks + j], mins[b * kSubBlocks + j]);
     }
-    const uint8_t* q = packed + 12;
+    const uint8_t* high = packed + 12;  // Q5_K's fifth bits
+    const uint8_t* q = high + (five_bits ? kQ8KBlockValues / 8 : 0);
     int8_t* out = values + b * kQ8KBlockValues;
     for (int64_t pair = 0; pair < kSubBlocks / 2; ++pair, q += kQ8BlockValues) {
       for (int64_t l = 0; l < kQ8BlockValues; ++l) {
-        out[2 * pair * kQ8BlockValues + l] = static_cast<int8_t>((q[l] & 0x0f) - 8);
-        out[(2 * pair + 1) * kQ8BlockValues + l] = static_cast<int8_t>((q[l] >> 4) - 8);
+        const int fifth_low = five_bits ? ((high[l] >> (2 * pair)) & 1) << 4 : 0;
+        const int fifth_high = five_bits ? ((high[l] >> (2 * pair + 1)) & 1) << 4 : 0;
+        out[2 * pair * kQ8BlockValues + l] =
+            static_cast<int8_t>((q[l] & 0x0f) + fifth_low - offset);
+        out[(2 * pair + 1) * kQ8BlockValues + l] =
+            static_cast<int8_t>((q[l] >> 4) + fifth_high - offset);
       }
     }
   }
@@ -125,25 +137,26 @@ void for_row_tasks(int64_t n, const ExecContext& context, Body body) {
 
 bool splits_into_groups(ggml_type type) {
   return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-         type == GGML_TYPE_Q4_K || type == GGML_TYPE_MXFP4;
+         type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_MXFP4;
 }
 
 GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
                                    int64_t n, int8_t* values, const ExecContext& context) {
   const int64_t groups = k / kQ8BlockValues;
   auto row_at = [&](int64_t r) { return base + static_cast<size_t>(r) * row_bytes; };
-  if (type == GGML_TYPE_Q4_K) {
+  if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) {
+    const bool five_bits = type == GGML_TYPE_Q5_K;
     const int64_t supers = k / kQ8KBlockValues;
     std::vector<uint16_t> d(static_cast<size_t>(n * supers)), minus_dmin(d.size());
     std::vector<uint8_t> scales(static_cast<size_t>(n * groups)), mins(scales.size());
     for_row_tasks(n, context, [&](int64_t r) {
-      split_q4_k_blocks(row_at(r), k, values + r * k, d.data() + r * supers,
-                        minus_dmin.data() + r * supers, scales.data() + r * groups,
-                        mins.data() + r * groups);
+      split_k_blocks(five_bits, row_at(r), k, values + r * k, d.data() + r * supers,
+                     minus_dmin.data() + r * supers, scales.data() + r * groups,
+                     mins.data() + r * groups);
     });
     return {BlockFactors(std::move(d), std::move(scales), kSubBlocks),
             BlockFactors(std::move(minus_dmin), std::move(mins), kSubBlocks),
-            ActivationBlocks::kQ8_K};
+            ActivationBlocks::kQ8_K, five_bits ? 16 : 8};
   }
   const bool with_min = type == GGML_TYPE_Q4_1;
   std::vector<float> scales(static_cast<size_t>(n * groups));

@@ -11,7 +11,7 @@
 
 namespace npuflow::ggml {
 
-// Whether split_weight_rows serves `type` (Q8_0, Q4_0, Q4_1, Q4_K, MXFP4).
+// Whether split_weight_rows serves `type` (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4).
 bool splits_into_groups(ggml_type type);
 
 // The whole N x K weight (rows row_bytes apart from base), rows in parallel on `context`.

@@ -65,14 +65,15 @@ NPUFLOW_CLONED void accumulate_merged_terms(const float* factor, float s, int64_
 // The terms of Q4_1 and Q4_K blocks beyond the group-wise GEMM's sum_g d_w d_x sum(q q_x), added
 // to y:
 //   sum_g (8 d_w) (d_x sum(q_x)) + m_w s_x
-// (the weight's values were stored as q = nibble - 8). For Q4_1, s_x is Q8_1's fp16 block sum;
-// for Q4_K it is d_x sum(q_x) itself and m_w = -dmin m, so the two merge into one factor per
-// block, (8 d_w + m_w). Column panels in parallel, every row inside one, so that a panel's factors
-// stay in cache across the rows.
+// (the weight's values were stored as q = nibble - 8; for Q5_K, 8 reads 16). For Q4_1, s_x is
+// Q8_1's fp16 block sum; for Q4_K it is d_x sum(q_x) itself and m_w = -dmin m, so the two merge
+// into one factor per block, (8 d_w + m_w). Column panels in parallel, every row inside one, so
+// that a panel's factors stay in cache across the rows.
 void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float* x_scales,
                    const float* x_sums, int64_t m, float* y, const ExecContext& context) {
   const int64_t k = w.k(), n = w.n(), group = w.group(), groups = k / group;
   const bool merged = w.activation() == ActivationBlocks::kQ8_K;
+  const auto offset = static_cast<float>(w.value_offset());
   thread_local std::vector<float> scale_buffer, min_buffer;
   const float* scales = w.scales().values(scale_buffer);
   const float* mins = w.mins().values(min_buffer);
@@ -82,7 +83,7 @@ void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float*
   for (int64_t col = 0; col < n; ++col) {
     for (int64_t g = 0; g < groups; ++g) {
       const float min = mins[col * groups + g];
-      eight_d[g * n + col] = 8.0f * scales[col * groups + g] + (merged ? min : 0.0f);
+      eight_d[g * n + col] = offset * scales[col * groups + g] + (merged ? min : 0.0f);
       if (!merged) min_gn[g * n + col] = min;
     }
   }

@@ -48,15 +48,17 @@ class BlockFactors {
 enum class ActivationBlocks {
   kQ8_0,  // Q8_0 and Q4_0 weights: no min
   kQ8_1,  // Q4_1: + m_w s_x per block, s_x = fp16(d_x sum(q_x))
-  kQ8_K,  // Q4_K: one fp32 d_x per 256 values; + min_w d_x sum(q_x) per 32
+  kQ8_K,  // Q4_K, Q5_K: one fp32 d_x per 256 values; + min_w d_x sum(q_x) per 32
 };
 
 // A group-wise weight's per-block factors (N x K/32 each): scales, mins (empty when the blocks
-// have none) and the activation form they pair with.
+// have none) and the activation form they pair with. A weight with mins stores its unsigned
+// values less value_offset (a nibble - 8; Q5_K's 5 bits - 16), which the min pass adds back.
 struct GroupwiseFactors {
   BlockFactors scales;
   BlockFactors mins;
   ActivationBlocks activation = ActivationBlocks::kQ8_0;
+  int value_offset = 8;
 };
 
 // The device's packed group-wise weight and its scales, which the GEMM takes per call, and, for
@@ -74,6 +76,7 @@ class GroupwiseLinearWeight final : public PackedWeight {
   const BlockFactors& scales() const { return factors_.scales; }
   const BlockFactors& mins() const { return factors_.mins; }
   ActivationBlocks activation() const { return factors_.activation; }
+  int value_offset() const { return factors_.value_offset; }
 
  private:
   std::unique_ptr<PackedWeight> packed_;

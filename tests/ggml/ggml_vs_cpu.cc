@@ -10,16 +10,16 @@
 //    rounding. Gate: NMSE <= 1e-6 on host (5e-4 on sim, whose operands are fp16).
 //  - "random": Gaussian activations, which the CPU rounds to 8 bits for quantized weights. Gate:
 //    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
-//  - "ties" (Q8_0, Q4_0, Q4_1, Q4_K, MXFP4 on the native path only, M = 128): every value but a
+//  - "ties" (the native types, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4, M = 128): every value but a
 //  block's
-//    extreme (per 32 values; per 256 for Q4_K's Q8_K activation) lies exactly halfway between two
-//    8-bit levels, where the CPU's rounding (ties to even on x86 and arm64, away from zero in
-//    ggml's reference) decides.
-// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0, Q4_1, Q4_K and MXFP4
+//    extreme (per 32 values; per 256 for the K-quants' Q8_K activation) lies exactly halfway
+//    between two 8-bit levels, where the CPU's rounding (ties to even on x86 and arm64, away from
+//    zero in ggml's reference) decides.
+// On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4
 // weights stay int8 and their activations are quantized as the CPU backend quantizes them (Q8_0;
-// Q8_1 with its block sums for Q4_1's min; Q8_K for Q4_K); the integer sums are then exact on host
-// and sim alike, so every activation set of those types is held to NMSE <= 1e-9 (the CPU's own fp32
-// summation order; the dequantizing path is ~1e-5 off on "random"). It also checks the
+// Q8_1 with its block sums for Q4_1's min; Q8_K for Q4_K and Q5_K); the integer sums are then exact
+// on host and sim alike, so every activation set of those types is held to NMSE <= 1e-9 (the CPU's
+// own fp32 summation order; the dequantizing path is ~1e-5 off on "random"). It also checks the
 // resident-weight cache: packed once per weight, reused, and repacked when the weight's bytes
 // change (in a weights buffer and in a plain buffer).
 //
@@ -109,7 +109,7 @@ struct Harness {
   bool native(ggml_type type) const {
     return native_path &&
            (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-            type == GGML_TYPE_Q4_K || type == GGML_TYPE_MXFP4);
+            type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_MXFP4);
   }
   int failures = 0;
   int computed = 0;
@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   h.native_path = quant_path == nullptr || std::strcmp(quant_path, "dequant") != 0;
   std::printf(
       "NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e; Q8_0, "
-      "Q4_0, Q4_1, Q4_K and MXFP4 %s\n",
+      "Q4_0, Q4_1, Q4_K, Q5_K and MXFP4 %s\n",
       ggml_backend_dev_description(h.loaded.npuflow_dev),
       ggml_backend_dev_description(h.loaded.cpu_dev), h.max_nmse_exact, h.max_nmse_random,
       h.native_path ? "native, every set at 1e-9" : "dequantized (NPUFLOW_QUANT_PATH=dequant)");
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
           h.compare(w.t, x, m, "random", native ? h.max_nmse_native : h.max_nmse_random,
                     shape.what);
           if (native) {
-            fill_tie_activations(x, shape.k, type == GGML_TYPE_Q4_K ? 256 : 32, rng);
+            fill_tie_activations(x, shape.k, ggml_blck_size(type) == 256 ? 256 : 32, rng);
             h.compare(w.t, x, m, "ties", h.max_nmse_native, shape.what);
           }
         }

@@ -34,10 +34,12 @@ SMOLLM2_AS_F32 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_1-as-F32.gguf"
 # the native datapath's gates.
 SMOLLM2_Q8_0 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q8_0-from-Q4_1.gguf"
 SMOLLM2_Q4_0 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_0-from-Q4_1.gguf"
-# llama-quantize's --pure Q4_K of it: Q4_K where a row holds whole 256-blocks (the 1536-wide
-# ffn_down of all 30 layers), Q5_0 (which NPUFLOW leaves to the CPU) where rows are 576 wide.
+# llama-quantize's --pure Q4_K and Q5_K of it: the K-quant where a row holds whole 256-blocks
+# (the 1536-wide ffn_down of all 30 layers), Q5_0 / Q5_1 (which NPUFLOW leaves to the CPU) where
+# rows are 576 wide.
 SMOLLM2_Q4_K = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_K-pure-from-Q4_1.gguf"
-SMOLLM2_Q4_K_MATMULS = 30
+SMOLLM2_Q5_K = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q5_K-pure-from-Q4_1.gguf"
+SMOLLM2_K_QUANT_MATMULS = 30
 # SmolLM2-135M: 30 blocks of 7 projections (q, k, v, o, gate, up, down); the lm_head is tied to
 # token_embd, one more MUL_MAT per graph.
 SMOLLM2_LAYERS = 30

@@ -26,7 +26,7 @@ else:
 
 
 # Experts of these types stay int8 on the native quant path (the default): no fp16 range limit.
-NATIVE_TYPES = {"q8_0", "q4_0", "q4_1", "q4_K", "mxfp4"}
+NATIVE_TYPES = {"q8_0", "q4_0", "q4_1", "q4_K", "q5_K", "mxfp4"}
 
 
 @pytest.mark.parametrize("device,quant_path",
