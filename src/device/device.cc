@@ -137,6 +137,8 @@ Status Device::gemm_groupwise(const int8_t*, const float*, int64_t, const Packed
   return unsupported(str_cat(name(), " has no group-wise GEMM"));
 }
 
+void Device::account_host_pass(double, double) {}
+
 Status Device::attention_fp16(const Fp16Attention&, const ExecContext&) {
   return unsupported(str_cat(name(), " has no attention"));
 }

@@ -206,6 +206,10 @@ class Device {
   virtual Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,
                                 const PackedWeight& w, const float* w_scales, float* c,
                                 const ExecContext& context);
+  // fp32 multiply-adds npuflow runs on the CPU beside a group-wise GEMM (the min terms of GGUF
+  // Q4_1 / Q4_K / Q5_K weights), reading `bytes`: work a board's CPU does too. A simulated board
+  // prices it into its host time; real devices and the host have nothing to add.
+  virtual void account_host_pass(double multiply_adds, double bytes);
 
   // Attention (see Fp16Attention). Host: the exact reference (fp32 scores, softmax and sums from
   // the fp16 operands, one rounding of the output). RK3588 (sim): librocketnpu's flash attention

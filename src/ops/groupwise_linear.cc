@@ -181,7 +181,16 @@ Status run_groupwise_linear(Device& device, const float* x, int64_t m, const Pac
   NPUFLOW_RETURN_IF_ERROR(device.gemm_groupwise(
       q, a_scales, rows, w->packed(), w->scales().values(weight_scale_buffer), out, context));
   if (out != y) std::copy(out, out + m * n, y);
-  if (with_mins) add_min_terms(*w, q, a_scales, a_sums, m, y, context);
+  if (with_mins) {
+    add_min_terms(*w, q, a_scales, a_sums, m, y, context);
+    // Per output and block: one multiply-add (Q8_K's merged factor) or two (Q8_1); it reads the
+    // factors and sums and reads and writes y.
+    const double terms = w->activation() == ActivationBlocks::kQ8_K ? 1.0 : 2.0;
+    const auto outputs = static_cast<double>(m * n);
+    device.account_host_pass(
+        terms * outputs * static_cast<double>(groups),
+        4.0 * (2.0 * outputs + 2.0 * static_cast<double>(groups) * static_cast<double>(n + m)));
+  }
   return Status::ok();
 }
 

@@ -322,6 +322,12 @@ Status RocketDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int6
       copy_rows_into(c, w->n()));
 }
 
+void RocketDevice::account_host_pass(double multiply_adds, double bytes) {
+  if (state_->library->sim_account_host != nullptr) {
+    state_->library->sim_account_host(state_->sim_group.c_str(), multiply_adds, bytes);
+  }
+}
+
 std::string RocketDevice::profile_report() const {
   std::lock_guard<std::mutex> lock(state_->profile_mutex);
   std::string report = str_cat("rocket: ", state_->library->path, ", ", state_->resident_bytes,

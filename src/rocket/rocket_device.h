@@ -81,6 +81,8 @@ class RocketDevice final : public Device {
                                                               int64_t group) override;
   Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
                         const float* w_scales, float* c, const ExecContext& context) override;
+  // librocketnpu-sim prices it into its profile; on a board the host's time is real.
+  void account_host_pass(double multiply_adds, double bytes) override;
 
   // Flash attention (rocket_flash_attn_fp16_ctx on one persistent rocket_fa_ctx), where the
   // library has it. The library pads tokens and keys itself; head_dim % 32 and dv % 16 are its

@@ -72,6 +72,7 @@ Result<std::shared_ptr<RocketLibrary>> RocketLibrary::open(const std::string& pa
   resolve(h, "rocketsim_next_context", library->sim_next_context, optional);
   resolve(h, "rocketsim_lend_pool", library->sim_lend_pool, optional);
   resolve(h, "rocketsim_report", library->sim_report, optional);
+  resolve(h, "rocketsim_account_host", library->sim_account_host, optional);
   return library;
 }
 

@@ -86,6 +86,8 @@ struct RocketLibrary {
   void (*sim_next_context)(const char* options) = nullptr;
   void (*sim_lend_pool)(LentRun run, void* pool) = nullptr;
   size_t (*sim_report)(const char* group, char* out, size_t size) = nullptr;
+  // Device::account_host_pass, priced into the group's profile.
+  void (*sim_account_host)(const char* group, double multiply_adds, double bytes) = nullptr;
 
   ~RocketLibrary();
 

@@ -9,6 +9,7 @@
 #include "core/fp16.h"
 #include "core/scratch.h"
 #include "core/strings.h"
+#include "sim/board_cpu_model.h"
 #include "sim/cost_model.h"
 #include "sim/sim_device_state.h"
 
@@ -491,6 +492,13 @@ Result<std::unique_ptr<PackedWeight>> SimDevice::pack_groupwise_weight(const int
     std::memcpy(&w.ints[kk * w.np], weight + kk * n, static_cast<size_t>(n));
   }
   return std::unique_ptr<PackedWeight>(std::move(prepared).value());
+}
+
+void SimDevice::account_host_pass(double multiply_adds, double bytes) {
+  const double us = board_cpu_us(
+      CpuWork{CpuWorkClass::kGemm, 2.0 * multiply_adds, bytes, 0, false, 1}, CpuPool::kNpuflowHost);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->profile.host_ms += us / 1e3;
 }
 
 Status SimDevice::gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m,

@@ -53,9 +53,9 @@ struct SimProfile {
   int64_t resident_bytes = 0;
   int64_t bytes_packed = 0;  // weights and activations written into device buffers
   int64_t bytes_read_back = 0;
-  double device_ms = 0;     // modelled: submit + wait + compute
-  double host_ms = 0;       // modelled: packing and readback on the board's CPU
-  double cpu_ms = 0;        // modelled: the same calls on the RK3588 CPU alone
+  double device_ms = 0;  // modelled: submit + wait + compute
+  double host_ms = 0;  // modelled: packing, readback and npuflow's host passes, on the board's CPU
+  double cpu_ms = 0;   // modelled: the same calls on the RK3588 CPU alone
   double emulation_ms = 0;  // wall time this machine spent emulating (not a board figure)
 };
 
@@ -93,6 +93,9 @@ class SimDevice final : public Device {
                                                               int64_t group) override;
   Status gemm_groupwise(const int8_t* a, const float* a_scales, int64_t m, const PackedWeight& w,
                         const float* w_scales, float* c, const ExecContext& context) override;
+  // Priced as npuflow's host kernels on the board's A76 cores (sim/board_cpu_model.h), into
+  // host_ms.
+  void account_host_pass(double multiply_adds, double bytes) override;
 
   // librocketnpu's flash attention (sim/sim_attention.h), priced by CostModel::attention.
   Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;

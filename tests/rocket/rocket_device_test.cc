@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "host/host_device.h"
 #include "random_operands.h"
 #include "route/device_selection.h"
+#include "sim/board_cpu_model.h"
 #include "sim/sim_device.h"
 
 namespace npuflow {
@@ -186,6 +188,36 @@ TEST(RocketDevice, Int4AndGroupwiseGoThroughTheirEntryPoints) {
   EXPECT_EQ(
       device->gemm_int8(a.data(), ElementType::kInt8, m, *grouped.value(), got.data(), {}).code(),
       StatusCode::kInvalidArgument);
+}
+
+// The modelled host time in a profile report ("+ host X ms").
+double reported_host_ms(const std::string& report) {
+  const size_t at = report.find("+ host ");
+  EXPECT_NE(at, std::string::npos) << report;
+  return at == std::string::npos ? -1.0 : std::strtod(report.c_str() + at + 7, nullptr);
+}
+
+TEST(RocketDevice, HostPassesReachTheSimLibrarysProfile) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  // A call first, so the device's group exists in the library.
+  const int64_t m = 4, k = 64, n = 16;
+  const auto w = random_ints<int8_t>(static_cast<size_t>(k * n), -127, 127, 3);
+  const auto a = random_ints<int8_t>(static_cast<size_t>(m * k), -127, 127, 4);
+  std::vector<float> scales(n * 2, 0.5f), a_scales(m * 2, 0.25f), c(m * n);
+  auto packed = device->pack_groupwise_weight(w.data(), k, n, ElementType::kInt8, 32);
+  ASSERT_TRUE(packed.is_ok());
+  ASSERT_TRUE(device
+                  ->gemm_groupwise(a.data(), a_scales.data(), m, *packed.value(), scales.data(),
+                                   c.data(), {})
+                  .is_ok());
+  const double before = reported_host_ms(device->profile_report());
+  device->account_host_pass(1e9, 0);
+  const double added = reported_host_ms(device->profile_report()) - before;
+  const double expected = sim::board_cpu_us({sim::CpuWorkClass::kGemm, 2e9, 0, 0, false, 1},
+                                            sim::CpuPool::kNpuflowHost) /
+                          1e3;
+  EXPECT_NEAR(added, expected, 1e-3 * expected);
 }
 
 TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {

@@ -20,6 +20,7 @@
 #include "host/host_device.h"
 #include "ops/simd.h"
 #include "quant/block_quantization.h"
+#include "sim/board_cpu_model.h"
 #include "sim/sim_device.h"
 
 namespace npuflow {
@@ -452,6 +453,49 @@ TEST(GroupwiseLinear, Q4_KSubBlockFactorsGiveTheCpuBackendsQ8_KProduct) {
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// The min pass runs on the board's CPU beside the NPU's GEMM: the simulated board prices it into
+// its host time (two multiply-adds per output and block for Q8_1, one for Q8_K's merged factor),
+// and a weight without mins adds nothing.
+TEST(GroupwiseLinear, TheSimulatedBoardPricesTheMinPassAsHostWork) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 64, k = 512, n = 96, groups = k / 32;
+  std::vector<int8_t> rows(n * k);
+  for (auto& v : rows) v = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);
+  std::vector<float> x(m * k), y(m * n);
+  for (auto& v : x) v = normal(rng);
+  std::vector<uint16_t> d(n * 2, float_to_half_bits(0.01f));
+  std::vector<uint8_t> sc(n * groups, 3);
+  auto host_ms_of_a_run = [&](GroupwiseFactors factors) {
+    sim::SimDevice sim;
+    auto packed = pack_groupwise_linear(sim, rows.data(), std::move(factors), k, n, 32);
+    EXPECT_TRUE(packed.is_ok());
+    const double before = sim.profile().host_ms;
+    EXPECT_TRUE(run_groupwise_linear(sim, x.data(), m, *packed.value(), y.data(), {}).is_ok());
+    return sim.profile().host_ms - before;
+  };
+  const std::vector<float> scales(n * groups, 0.01f), mins(n * groups, -0.02f);
+  const double plain = host_ms_of_a_run({BlockFactors(scales), BlockFactors(), {}});
+  const double q8_1 =
+      host_ms_of_a_run({BlockFactors(scales), BlockFactors(mins), ActivationBlocks::kQ8_1});
+  const double q8_k =
+      host_ms_of_a_run({BlockFactors(d, sc, 8), BlockFactors(d, sc, 8), ActivationBlocks::kQ8_K});
+  auto priced = [&](double terms) {
+    const double outputs = static_cast<double>(m * n);
+    const double bytes = 4.0 * (2.0 * outputs + 2.0 * groups * static_cast<double>(n + m));
+    return sim::board_cpu_us(
+               {sim::CpuWorkClass::kGemm, 2.0 * terms * outputs * groups, bytes, 0, false, 1},
+               sim::CpuPool::kNpuflowHost) /
+           1e3;
+  };
+  EXPECT_GT(q8_1 - plain, 0.0);
+  EXPECT_NEAR(q8_1 - plain, priced(2), 1e-9);
+  EXPECT_NEAR(q8_k - plain, priced(1), 1e-9);
+  // The host device has no board to price it on.
+  HostDevice host({});
+  host.account_host_pass(1e9, 1e9);
 }
 
 TEST(GroupwiseLinear, RefusesWhatItCannotCarry) {

@@ -21,7 +21,9 @@
 //   of one group share one simulated device (its profile, IOVA and failure count), as the `sim`
 //   device's GEMMs of every dtype do;
 // - rocketsim_lend_pool(run, pool): this thread's calls spread their work over the caller's pool;
-// - rocketsim_report(group, out, size): the group's session profile (SimDevice::profile_report).
+// - rocketsim_report(group, out, size): the group's session profile (SimDevice::profile_report);
+// - rocketsim_account_host(group, multiply_adds, bytes): the caller's host work beside its calls
+//   (Device::account_host_pass), priced into the group's profile.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -570,13 +572,20 @@ ROCKETSIM_EXPORT void rocketsim_lend_pool(LentRun run, void* pool) {
   lent_pool = pool;
 }
 
+// The group's simulated device, or null once every context of it is gone.
+std::shared_ptr<npuflow::sim::SimDevice> group_device(const char* group) {
+  std::lock_guard<std::mutex> lock(groups_mutex);
+  auto it = groups.find(group != nullptr ? group : "");
+  return it != groups.end() ? it->second.lock() : nullptr;
+}
+
+ROCKETSIM_EXPORT void rocketsim_account_host(const char* group, double multiply_adds,
+                                             double bytes) {
+  if (auto device = group_device(group)) device->account_host_pass(multiply_adds, bytes);
+}
+
 ROCKETSIM_EXPORT size_t rocketsim_report(const char* group, char* out, size_t size) {
-  std::shared_ptr<npuflow::sim::SimDevice> device;
-  {
-    std::lock_guard<std::mutex> lock(groups_mutex);
-    auto it = groups.find(group != nullptr ? group : "");
-    if (it != groups.end()) device = it->second.lock();
-  }
+  const std::shared_ptr<npuflow::sim::SimDevice> device = group_device(group);
   const std::string report = device ? device->profile_report() : std::string();
   if (out != nullptr && size > 0) {
     const size_t n = std::min(report.size(), size - 1);
