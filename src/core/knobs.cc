@@ -109,19 +109,15 @@ constexpr std::array kKnobs = {
     KnobSpec{"min_m_quant", "NPUFLOW_MIN_M_QUANT", KnobKind::kInt, "128", "1..1048576",
              "ggml backend: the same threshold for quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, "
              "Q5_K, Q6_K, MXFP4), which are packed once and stay resident (quant_path says how)."},
-    KnobSpec{
-        "quant_path", "NPUFLOW_QUANT_PATH", KnobKind::kChoice, "native", "native|dequant",
-        "ggml backend: how a quantized weight becomes resident. native: Q8_0, Q4_0, Q4_1, "
-        "Q4_K, Q5_K and MXFP4 stay integer values with their block scales (and the mins of Q4_1 "
-        "and the K-quants) and run on the device's group-wise int8 GEMM, the activation quantized "
-        "as the CPU backend does (per 32 values; K-quants: per 256) (resident on host: the "
-        "GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x, Q5_K 1.57x; on an NPU, which reads int8 "
-        "weights, "
-        "1.9x them for Q4_0 and Q4_K, 1.8x for Q4_1, 2.0x for MXFP4, 1.57x for Q5_K); other "
-        "types are "
-        "dequantized. "
-        "dequant: every type is widened to the device's float type once (fp32 on host, "
-        "fp16 on an NPU), the control arm."},
+    KnobSpec{"quant_path", "NPUFLOW_QUANT_PATH", KnobKind::kChoice, "native", "native|dequant",
+             "ggml backend: how a quantized weight becomes resident. native: Q8_0, Q4_0, Q4_1, "
+             "Q4_K, Q5_K and MXFP4 stay integer values with their block scales (and the mins of "
+             "Q4_1 and the K-quants) and run on the device's group-wise int8 GEMM, the activation "
+             "quantized as the CPU backend does (per 32 values; K-quants: per 256) (resident on "
+             "host: the GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x, Q5_K 1.57x; on an NPU, which "
+             "reads int8 weights, 1.9x them for Q4_0 and Q4_K, 1.8x for Q4_1, 2.0x for MXFP4, "
+             "1.57x for Q5_K); other types are dequantized. dequant: every type is widened to the "
+             "device's float type once (fp32 on host, fp16 on an NPU), the control arm."},
     KnobSpec{"fa_min_kv", "NPUFLOW_FA_MIN_KV", KnobKind::kInt, "1024", "1..1048576",
              "ggml backend: a FLASH_ATTN_EXT runs on NPUFLOW only with at least this many keys "
              "(n_kv) and min_m query rows, and only with claim=all (or on an NPU); shorter "

@@ -69,13 +69,14 @@ NPUFLOW_CLONED void accumulate_merged_terms(const float* factor, float s, int64_
 // Q8_1's fp16 block sum; for Q4_K it is d_x sum(q_x) itself and m_w = -dmin m, so the two merge
 // into one factor per block, (8 d_w + m_w). Column panels in parallel, every row inside one, so
 // that a panel's factors stay in cache across the rows.
-void add_min_terms(const GroupwiseLinearWeight& w, const int8_t* q, const float* x_scales,
-                   const float* x_sums, int64_t m, float* y, const ExecContext& context) {
+// `scales`: the weight's scales as the GEMM took them (widened once per call).
+void add_min_terms(const GroupwiseLinearWeight& w, const float* scales, const int8_t* q,
+                   const float* x_scales, const float* x_sums, int64_t m, float* y,
+                   const ExecContext& context) {
   const int64_t k = w.k(), n = w.n(), group = w.group(), groups = k / group;
   const bool merged = w.activation() == ActivationBlocks::kQ8_K;
   const auto offset = static_cast<float>(w.value_offset());
-  thread_local std::vector<float> scale_buffer, min_buffer;
-  const float* scales = w.scales().values(scale_buffer);
+  thread_local std::vector<float> min_buffer;
   const float* mins = w.mins().values(min_buffer);
   // G x N: eight times each block's scale (plus its min when merged), and its min.
   std::vector<float> eight_d(static_cast<size_t>(groups * n));
@@ -178,11 +179,12 @@ Status run_groupwise_linear(Device& device, const float* x, int64_t m, const Pac
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   std::fill(a_scales + m * groups, a_scales + rows * groups, 0.0f);
   float* out = rows == m ? y : sized(out_buffer, static_cast<size_t>(rows * n));
-  NPUFLOW_RETURN_IF_ERROR(device.gemm_groupwise(
-      q, a_scales, rows, w->packed(), w->scales().values(weight_scale_buffer), out, context));
+  const float* w_scales = w->scales().values(weight_scale_buffer);
+  NPUFLOW_RETURN_IF_ERROR(
+      device.gemm_groupwise(q, a_scales, rows, w->packed(), w_scales, out, context));
   if (out != y) std::copy(out, out + m * n, y);
   if (with_mins) {
-    add_min_terms(*w, q, a_scales, a_sums, m, y, context);
+    add_min_terms(*w, w_scales, q, a_scales, a_sums, m, y, context);
     // Per output and block: one multiply-add (Q8_K's merged factor) or two (Q8_1); it reads the
     // factors and sums and reads and writes y.
     const double terms = w->activation() == ActivationBlocks::kQ8_K ? 1.0 : 2.0;

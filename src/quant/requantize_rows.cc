@@ -4,15 +4,11 @@
 #include <cmath>
 
 #include "core/target_clones.h"
+#include "quant/round_half_even.h"
 
 namespace npuflow {
 
 namespace {
-
-// Round half to even for |v| < 2^51 (double) and |v| < 2^22 (float) under the default rounding
-// mode, in a form compilers vectorize (std::nearbyint does not).
-constexpr double kRoundingMagic = 6755399441055744.0;  // 1.5 * 2^52
-constexpr float kRoundingMagicFloat = 12582912.0f;     // 1.5 * 2^23
 
 // Every value past +-4096 saturates (the widest output range less its zero point is [-255, 255]);
 // below 4096 a float's ulp is at most 2^-11, so the tie test below stays meaningful.
@@ -35,7 +31,7 @@ inline double exact_product(const RequantizeRowTerms& t, int64_t c) {
 inline int32_t exact_value(const RequantizeRowTerms& t, int64_t c, double lo, double hi) {
   double v = exact_product(t, c);
   v = std::min(std::max(v, -1048576.0), 1048576.0);
-  v = (v + kRoundingMagic) - kRoundingMagic;
+  v = round_half_even(v);                                      // |v| <= 2^20
   return static_cast<int32_t>(std::min(std::max(v, lo), hi));  // [type min - zp, type max - zp]
 }
 
@@ -66,7 +62,7 @@ NPUFLOW_CLONED_TEMPLATE int64_t fast_row(const RequantizeRowTerms& t, float lo, 
       const uint32_t bits = static_cast<uint32_t>(acc[i]) + bias[i] - zp_w[i] * row_sum;
       float f = static_cast<float>(static_cast<int32_t>(bits)) * multiplier[i];
       f = std::min(std::max(f, -kFastClamp), kFastClamp);
-      const float rounded = (f + kRoundingMagicFloat) - kRoundingMagicFloat;
+      const float rounded = round_half_even(f);  // |f| <= 4096
       // f - rounded is exact (|f| <= 4096, they differ by at most 1/2).
       const float to_half = 0.5f - std::fabs(f - rounded);
       const int32_t is_near = to_half <= std::fabs(f) * kTieMargin ? 1 : 0;
