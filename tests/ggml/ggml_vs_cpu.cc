@@ -10,11 +10,12 @@
 //    rounding. Gate: NMSE <= 1e-6 on host (5e-4 on sim, whose operands are fp16).
 //  - "random": Gaussian activations, which the CPU rounds to 8 bits for quantized weights. Gate:
 //    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
+//  - "rawblk" (the native types, M = 128): Gaussian activations on a weight whose block bits are
+//    random but for its scales, the patterns another quantizer may write.
 //  - "ties" (the native types, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4, M = 128): every value but a
-//  block's
-//    extreme (per 32 values; per 256 for the K-quants' Q8_K activation) lies exactly halfway
-//    between two 8-bit levels, where the CPU's rounding (ties to even on x86 and arm64, away from
-//    zero in ggml's reference) decides.
+//    block's extreme (per 32 values; per 256 for the K-quants' Q8_K activation) lies exactly
+//    halfway between two 8-bit levels, where the CPU's rounding (ties to even on x86 and arm64,
+//    away from zero in ggml's reference) decides.
 // On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4
 // weights stay int8 and their activations are quantized as the CPU backend quantizes them (Q8_0;
 // Q8_1 with its block sums for Q4_1's min; Q8_K for Q4_K and Q5_K); the integer sums are then exact
@@ -187,6 +188,28 @@ struct Weight {
     ggml_quantize_chunk(t->type, values.data(), raw.data(), 0, t->ne[1], t->ne[0], nullptr);
     ggml_backend_tensor_set(t, raw.data(), 0, raw.size());
   }
+  // Every bit of every block random, but for the block's fp16 scale (and min) or E8M0 exponent,
+  // kept finite and moderate: bit patterns ggml's own quantizer never writes (any 6-bit K-quant
+  // scale and min, every nibble and fifth bit, Q8_0's -128), as another tool's GGUF may hold.
+  void fill_raw_blocks(std::mt19937& rng) {
+    std::vector<uint8_t> raw(ggml_nbytes(t));
+    for (auto& byte : raw) byte = static_cast<uint8_t>(rng());
+    std::uniform_real_distribution<float> factor(-0.01f, 0.01f);
+    std::uniform_int_distribution<int> exponent(112, 130);
+    const size_t block = ggml_type_size(t->type);
+    const int halves = t->type == GGML_TYPE_Q8_0 || t->type == GGML_TYPE_Q4_0 ? 1 : 2;
+    for (size_t at = 0; at < raw.size(); at += block) {
+      if (t->type == GGML_TYPE_MXFP4) {
+        raw[at] = static_cast<uint8_t>(exponent(rng));
+        continue;
+      }
+      for (int h = 0; h < halves; ++h) {
+        const ggml_fp16_t bits = ggml_fp32_to_fp16(factor(rng));
+        std::memcpy(raw.data() + at + h * sizeof(bits), &bits, sizeof(bits));
+      }
+    }
+    ggml_backend_tensor_set(t, raw.data(), 0, raw.size());
+  }
   ~Weight() {
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
@@ -255,6 +278,15 @@ int main(int argc, char** argv) {
             h.compare(w.t, x, m, "ties", h.max_nmse_native, shape.what);
           }
         }
+      }
+      if (h.native(type)) {
+        // The same gate on a weight of random block bits (Gaussian activations, M = 128).
+        Weight raw(type, shape.k, shape.n, true, rng);
+        raw.fill_raw_blocks(rng);
+        weights++;
+        std::vector<float> x(static_cast<size_t>(shape.k * 128));
+        fill_gaussian(x, rng, 1.0f);
+        h.compare(raw.t, x, 128, "rawblk", h.max_nmse_native, shape.what);
       }
     }
   }
