@@ -9,6 +9,8 @@
 
 namespace npuflow {
 
+inline constexpr uint16_t kHalfMinusInfinity = 0xfc00;
+
 // float -> fp16 bits, round to nearest, ties to even. Overflow gives infinity, NaN stays NaN
 // (quiet, the top payload bits kept), values below half the smallest subnormal give signed zero.
 inline uint16_t float_to_half_bits(float value) {

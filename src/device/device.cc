@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/strings.h"
 
 namespace npuflow {
@@ -27,7 +28,35 @@ Status check_attention_call(const Fp16Attention& call) {
     return invalid_argument(
         str_cat("attention soft-cap ", call.softcap, " is not a finite value >= 0"));
   }
+  const Fp16RelativeBias& rel = call.relative;
+  if (rel.present() && (rel.rows == nullptr || rel.cols == nullptr || rel.grid_h <= 0 ||
+                        rel.grid_w <= 0 || rel.grid_h * rel.grid_w != call.kv)) {
+    return invalid_argument(str_cat("relative attention bias needs both factors over a grid of kv=",
+                                    call.kv, " keys (given ", rel.grid_h, " x ", rel.grid_w, ")"));
+  }
   return Status::ok();
+}
+
+void add_relative_bias(const Fp16Attention& call, int64_t head, int64_t query, float* scores) {
+  const Fp16RelativeBias& rel = call.relative;
+  if (!rel.present()) return;
+  const int64_t row = head * call.tokens + query;
+  const uint16_t* rows = rel.rows + row * rel.grid_h;
+  const uint16_t* cols = rel.cols + row * rel.grid_w;
+  for (int64_t y = 0; y < rel.grid_h; ++y) {
+    const float row_bias = half_bits_to_float(rows[y]);
+    float* tile = scores + y * rel.grid_w;
+    for (int64_t x = 0; x < rel.grid_w; ++x)
+      tile[x] = (tile[x] + row_bias) + half_bits_to_float(cols[x]);
+  }
+}
+
+int64_t attention_bias_bytes(const Fp16Attention& call) {
+  int64_t bytes = call.mask != nullptr ? call.tokens * call.kv * 2 : 0;
+  if (call.relative.present()) {
+    bytes += call.heads * call.tokens * (call.relative.grid_h + call.relative.grid_w) * 2;
+  }
+  return bytes;
 }
 
 namespace {

@@ -65,7 +65,23 @@ using Int32BlockSink = std::function<void(int64_t row, int64_t col, int64_t rows
 // + mask.
 // q: [heads][tokens][head_dim]; k: [kv_heads][kv][head_dim]; v: [kv_heads][dv][kv] (transposed);
 // mask: [tokens][kv] additive, shared by every head (nullptr: none); out: [heads][tokens][dv].
+// With a relative bias (below) its terms follow the mask: S = (scaled + mask + row) + col, in fp32.
 // A query row whose scores are all -inf gets zeros.
+//
+// A decomposed relative-position bias (SAM's ViT-Det attention), given by its factors and added
+// per score tile, never as a tokens x kv array: the keys form a grid_h x grid_w grid (kv = grid_h *
+// grid_w; key j sits at row j / grid_w, column j % grid_w), and the score of head h, query i, key j
+// gets rows[(h * tokens + i) * grid_h + j / grid_w] + cols[(h * tokens + i) * grid_w + j % grid_w].
+// rows and cols are fp16 [heads][tokens][grid_h] and [heads][tokens][grid_w] (the model's Q_h R_h^T
+// and Q_h R_w^T). The factors are per head, so a windowed block batches its windows as the heads of
+// one call.
+struct Fp16RelativeBias {
+  int64_t grid_h = 0, grid_w = 0;
+  const uint16_t* rows = nullptr;
+  const uint16_t* cols = nullptr;
+  bool present() const { return rows != nullptr || cols != nullptr; }
+};
+
 struct Fp16Attention {
   int64_t tokens = 0, kv = 0, head_dim = 0, dv = 0, heads = 0, kv_heads = 0;
   float scale = 1.0f;
@@ -74,11 +90,13 @@ struct Fp16Attention {
   const uint16_t* v = nullptr;
   const uint16_t* mask = nullptr;
   uint16_t* out = nullptr;
-  float softcap = 0.0f;  // 0: none
+  float softcap = 0.0f;       // 0: none
+  Fp16RelativeBias relative;  // none unless present()
 };
 
 // invalid_argument for a call no device could take (empty shapes, null operands, heads not a
-// multiple of kv_heads, a soft-cap that is negative or not finite); OK otherwise.
+// multiple of kv_heads, a soft-cap that is negative or not finite, a relative bias with one factor
+// or a grid that is not kv); OK otherwise.
 Status check_attention_call(const Fp16Attention& call);
 
 // One raw score (the unscaled Q K^T dot product) scaled, and capped where the call has a soft-cap:
@@ -87,6 +105,13 @@ inline float scaled_attention_score(const Fp16Attention& call, float dot) {
   const float scaled = call.scale * dot;
   return call.softcap > 0.0f ? call.softcap * std::tanh(scaled / call.softcap) : scaled;
 }
+
+// Adds the relative bias of head `head`, query `query` to its kv scores (the mask already in):
+// scores[j] = (scores[j] + row) + col in fp32, the order every device keeps. No-op without one.
+void add_relative_bias(const Fp16Attention& call, int64_t head, int64_t query, float* scores);
+
+// Bytes of bias one call hands the device: the dense mask and the relative bias's factors.
+int64_t attention_bias_bytes(const Fp16Attention& call);
 
 // One 2-D convolution in fp16 (batch 1), in librocketnpu's layout (rocket_conv.h), every array
 // dense and row-major, binary16 bit patterns:

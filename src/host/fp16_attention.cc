@@ -68,8 +68,9 @@ void fp16_attention_reference(const Fp16Attention& call, const ExecContext& cont
         float score = scaled_attention_score(call, p[j]);
         if (call.mask != nullptr) score += half_bits_to_float(call.mask[row * kv + j]);
         p[j] = score;
-        max = std::max(max, score);
       }
+      add_relative_bias(call, head, row, p);
+      for (int64_t j = 0; j < kv; ++j) max = std::max(max, p[j]);
       uint16_t* out = call.out + (head * t + row) * dv;
       if (max == -std::numeric_limits<float>::infinity()) {
         std::fill(out, out + dv, uint16_t{0});

@@ -9,8 +9,6 @@
 namespace npuflow {
 namespace {
 
-constexpr uint16_t kHalfMinusInfinity = 0xfc00;
-
 bool fits_half(float value, uint16_t* half) {
   *half = float_to_half_bits(value);
   return std::isfinite(value) && (*half & 0x7fffu) != 0x7c00u;

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
+#include <vector>
 
+#include "core/fp16.h"
 #include "rocket/rocket_device_state.h"
 
 namespace npuflow::rocket {
@@ -15,6 +17,7 @@ Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext
   if (!lib.has_flash_attention()) {
     return unsupported(str_cat("librocketnpu '", lib.path, "' has no rocket_flash_attn_fp16_ctx"));
   }
+  if (call.relative.present()) return attention_in_bands(call, context);
   constexpr const char* kEntry = "rocket_flash_attn_fp16_ctx";
   int code = 0;
   {
@@ -38,6 +41,49 @@ Status RocketDevice::attention_fp16(const Fp16Attention& call, const ExecContext
     return state_->refuse(kEntry, code,
                           str_cat(kEntry, " at tokens=", call.tokens, " kv=", call.kv, " head_dim=",
                                   call.head_dim, " dv=", call.dv, " heads=", call.heads));
+  }
+  return Status::ok();
+}
+
+// librocketnpu's flash attention takes one dense mask for all of a call's heads, and a relative
+// bias differs per head and per query: it runs per head and per band of queries, each band's mask
+// built from the factors (the mask's row, then the row and column terms, rounded to fp16 once), so
+// that no tokens x kv array is ever made.
+Status RocketDevice::attention_in_bands(const Fp16Attention& call, const ExecContext& context) {
+  constexpr int64_t kBandMaskBytes = int64_t{1} << 20;
+  const int64_t t = call.tokens, kv = call.kv, group = call.heads / call.kv_heads;
+  const int64_t band = std::clamp<int64_t>(kBandMaskBytes / (kv * 2), 1, t);
+  std::vector<float> scores(static_cast<size_t>(kv));
+  std::vector<uint16_t> mask(static_cast<size_t>(band * kv));
+  for (int64_t head = 0; head < call.heads; ++head) {
+    const int64_t kv_head = head / group;
+    for (int64_t first = 0; first < t; first += band) {
+      const int64_t rows = std::min(band, t - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t query = first + r;
+        for (int64_t j = 0; j < kv; ++j) {
+          scores[j] = call.mask != nullptr ? half_bits_to_float(call.mask[query * kv + j]) : 0.0f;
+        }
+        add_relative_bias(call, head, query, scores.data());
+        for (int64_t j = 0; j < kv; ++j) {
+          const uint16_t half = float_to_half_bits(scores[j]);
+          if (half != kHalfMinusInfinity && (half & 0x7c00u) == 0x7c00u) {
+            return unsupported("a relative attention bias sum is beyond fp16's range");
+          }
+          mask[r * kv + j] = half;
+        }
+      }
+      Fp16Attention part = call;
+      part.tokens = rows;
+      part.heads = part.kv_heads = 1;
+      part.q = call.q + (head * t + first) * call.head_dim;
+      part.k = call.k + kv_head * kv * call.head_dim;
+      part.v = call.v + kv_head * call.dv * kv;
+      part.mask = mask.data();
+      part.out = call.out + (head * t + first) * call.dv;
+      part.relative = {};
+      NPUFLOW_RETURN_IF_ERROR(attention_fp16(part, context));
+    }
   }
   return Status::ok();
 }

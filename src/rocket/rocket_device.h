@@ -86,7 +86,8 @@ class RocketDevice final : public Device {
 
   // Flash attention (rocket_flash_attn_fp16_ctx on one persistent rocket_fa_ctx), where the
   // library has it. The library pads tokens and keys itself; head_dim % 32 and dv % 16 are its
-  // rules (ROCKET_E_SHAPE otherwise).
+  // rules (ROCKET_E_SHAPE otherwise). The library has no relative bias: such a call runs in
+  // query bands per head, each band's dense mask built from the factors (attention_in_bands).
   Status attention_fp16(const Fp16Attention& call, const ExecContext& context) override;
 
   // fp16 convolutions (rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx), where the
@@ -102,6 +103,8 @@ class RocketDevice final : public Device {
   struct State;
 
  private:
+  // A call with a relative bias, as per-head, per-query-band library calls (rocket_composed.cc).
+  Status attention_in_bands(const Fp16Attention& call, const ExecContext& context);
   Result<std::unique_ptr<PackedWeight>> pack_integer(const int8_t* weight, int64_t k, int64_t n,
                                                      ElementType type, int64_t group);
   std::shared_ptr<State> state_;

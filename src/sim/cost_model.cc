@@ -213,7 +213,8 @@ CostQuery unpacked_fp16(int64_t m, int64_t k, int64_t n, int workers, bool patch
 }  // namespace
 
 CostEstimate CostModel::attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
-                                  int64_t heads, int workers, bool patched_kernel) {
+                                  int64_t heads, int workers, bool patched_kernel,
+                                  int64_t bias_bytes) {
   CostEstimate total;
   auto add = [&](int64_t m, int64_t k, int64_t n) {
     const CostEstimate e =
@@ -230,6 +231,11 @@ CostEstimate CostModel::attention(int64_t tokens, int64_t kv, int64_t head_dim, 
   };
   add(tokens, head_dim, kv);
   add(tokens, kv, dv);
+  const double pack_threads =
+      std::min<double>(std::clamp(workers, 1, kMaxWorkers), cost_constant("host_pack_threads"));
+  total.bytes_packed += bias_bytes;
+  total.host_us +=
+      static_cast<double>(bias_bytes) / (cost_constant("pack_gbps") * 1e3) / pack_threads;
   return total;
 }
 

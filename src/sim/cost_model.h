@@ -79,8 +79,12 @@ class CostModel {
   // (tokens x head_dim x kv) and P V (tokens x kv x dv) with both operands packed per call, at
   // the attention rate (attention_penalty). Chaining the heads into one job per worker
   // (ROCKET_FA_CHAIN) is not modelled, so this prices every head's submits: an upper bound.
+  // bias_bytes (a dense mask, a relative bias's factors: attention_bias_bytes) are packed once
+  // per call with the operands; adding them to a score tile is taken to overlap its write-back
+  // in the output stage [A], so it costs no device time.
   static CostEstimate attention(int64_t tokens, int64_t kv, int64_t head_dim, int64_t dv,
-                                int64_t heads, int workers, bool patched_kernel);
+                                int64_t heads, int workers, bool patched_kernel,
+                                int64_t bias_bytes = 0);
   // librocketnpu's fp16 convolution (rocket_conv2d_fp16_ctx, rocket_conv_transpose2d_fp16_ctx)
   // as one M x K x N fp16 GEMM with both operands packed per call (sim/sim_conv.h ConvGemm):
   // the CNA convolves natively, so this assumes its per-MAC rate is the matmul's [A] and the

@@ -59,8 +59,9 @@ void flash_attention(const Fp16Attention& call, const ExecContext& context) {
         float s = scaled_attention_score(call, half_bits_to_float(scores[i * kv + j]));
         if (call.mask != nullptr) s += half_bits_to_float(call.mask[i * kv + j]);
         row[j] = s;
-        max = std::max(max, s);
       }
+      add_relative_bias(call, head, i, row.data());
+      for (int64_t j = 0; j < kv; ++j) max = std::max(max, row[j]);
       float* out = p.data() + i * kv;
       if (max == kMinusInfinity) {
         std::fill(out, out + kv, 0.0f);

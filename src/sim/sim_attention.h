@@ -19,7 +19,9 @@ namespace npuflow::sim {
 // ROCKET_E_SHAPE as kUnsupported otherwise.
 Status check_attention_shape(const Fp16Attention& call);
 
-// Computes `call` (already checked) head by head on the context's pool.
+// Computes `call` (already checked) head by head on the context's pool. A relative bias is added
+// from its factors as each score row is formed (add_relative_bias), in fp32 after the mask: the
+// per-tile bias the library does not have yet, simulated as the design asks of it.
 void flash_attention(const Fp16Attention& call, const ExecContext& context);
 
 }  // namespace npuflow::sim

@@ -62,8 +62,9 @@ Status SimDevice::attention_fp16(const Fp16Attention& call, const ExecContext& c
   NPUFLOW_RETURN_IF_ERROR(check_attention_call(call));
   NPUFLOW_RETURN_IF_ERROR(refusing(*state_, check_attention_shape(call)));
   const SimOptions& o = state_->options;
-  const CostEstimate cost = CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv,
-                                                 call.heads, o.workers, o.patched_kernel);
+  const CostEstimate cost =
+      CostModel::attention(call.tokens, call.kv, call.head_dim, call.dv, call.heads, o.workers,
+                           o.patched_kernel, attention_bias_bytes(call));
   const double cpu_us = static_cast<double>(call.heads) *
                         (CostModel::cpu_us(NpuType::kFp16, call.tokens, call.head_dim, call.kv) +
                          CostModel::cpu_us(NpuType::kFp16, call.tokens, call.kv, call.dv));

@@ -220,6 +220,60 @@ TEST(RocketDevice, HostPassesReachTheSimLibrarysProfile) {
   EXPECT_NEAR(added, expected, 1e-3 * expected);
 }
 
+// librocketnpu's flash attention takes one dense mask for all of a call's heads: a relative bias
+// runs as one library call per head and per band of queries whose mask (band x kv fp16) stays
+// within 1 MiB, and gives the sim device's answer for the same bias written as that mask.
+TEST(RocketDevice, RelativeBiasRunsInBandsOfQueriesPerHead) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  const int64_t t = 300, grid = 64, kv = grid * grid, hd = 32, heads = 2;
+  const auto q = random_halves(static_cast<size_t>(heads * t * hd), 1);
+  const auto k = random_halves(static_cast<size_t>(heads * kv * hd), 2);
+  const auto v = random_halves(static_cast<size_t>(heads * hd * kv), 3);
+  const auto rows = random_halves(static_cast<size_t>(heads * t * grid), 4);
+  const auto cols = random_halves(static_cast<size_t>(heads * t * grid), 5);
+  std::vector<uint16_t> out(static_cast<size_t>(heads * t * hd));
+  Fp16Attention call{t,      kv,       hd,       hd,       heads,   heads,
+                     0.125f, q.data(), k.data(), v.data(), nullptr, out.data()};
+  call.relative = {grid, grid, rows.data(), cols.data()};
+  ASSERT_TRUE(device->attention_fp16(call, {}).is_ok());
+  // 1 MiB / (4096 keys x 2 bytes) = 128 queries a band: 3 bands of 300, for each of 2 heads.
+  EXPECT_NE(device->profile_report().find("rocket_flash_attn_fp16_ctx calls=6"), std::string::npos)
+      << device->profile_report();
+  // The sim device, given each band's bias as a dense mask, answers the same bit for bit (its
+  // fp16 tiling depends on the query count, so the comparison runs band by band too).
+  sim::SimDevice sim;
+  const int64_t band = 128;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t first = 0; first < t; first += band) {
+      const int64_t n = std::min(band, t - first);
+      std::vector<uint16_t> mask(static_cast<size_t>(n * kv)), part(static_cast<size_t>(n * hd));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = h * t + first + i;
+        for (int64_t j = 0; j < kv; ++j) {
+          mask[i * kv + j] = float_to_half_bits(half_bits_to_float(rows[row * grid + j / grid]) +
+                                                half_bits_to_float(cols[row * grid + j % grid]));
+        }
+      }
+      Fp16Attention dense{n,
+                          kv,
+                          hd,
+                          hd,
+                          1,
+                          1,
+                          0.125f,
+                          q.data() + (h * t + first) * hd,
+                          k.data() + h * kv * hd,
+                          v.data() + h * hd * kv,
+                          mask.data(),
+                          part.data()};
+      ASSERT_TRUE(sim.attention_fp16(dense, {}).is_ok());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), out.begin() + (h * t + first) * hd))
+          << "head " << h << " band at " << first;
+    }
+  }
+}
+
 TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);

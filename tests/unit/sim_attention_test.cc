@@ -95,5 +95,32 @@ TEST(SimAttention, ChargesTheCostModelsAttention) {
   EXPECT_NE(sim.profile_report().find("1 flash attention"), std::string::npos);
 }
 
+// A dense mask and a relative bias's factors are packed with the operands: the sim charges their
+// bytes as the cost model prices them, and the factors cost heads x tokens x (grid_h + grid_w),
+// not the tokens x kv a materialized bias would.
+TEST(SimAttention, ChargesTheBiasItPacks) {
+  const int64_t t = 64, grid = 8, kv = grid * grid, heads = 4;
+  std::mt19937 rng(5);
+  std::vector<uint16_t> mask = halves(static_cast<size_t>(t * kv), rng);
+  std::vector<uint16_t> rows = halves(static_cast<size_t>(heads * t * grid), rng);
+  std::vector<uint16_t> cols = halves(static_cast<size_t>(heads * t * grid), rng);
+  Operands plain = operands(t, kv, 64, heads, 6), biased = operands(t, kv, 64, heads, 6);
+  biased.call.mask = mask.data();
+  biased.call.relative = {grid, grid, rows.data(), cols.data()};
+  const int64_t bytes = attention_bias_bytes(biased.call);
+  EXPECT_EQ(bytes, t * kv * 2 + heads * t * 2 * grid * 2);
+  sim::SimDevice without, with;
+  ASSERT_TRUE(without.attention_fp16(plain.call, {}).is_ok());
+  ASSERT_TRUE(with.attention_fp16(biased.call, {}).is_ok());
+  const sim::CostEstimate cost = sim::CostModel::attention(t, kv, 64, 64, heads, 5, true, bytes);
+  const sim::CostEstimate bare = sim::CostModel::attention(t, kv, 64, 64, heads, 5, true);
+  EXPECT_EQ(cost.bytes_packed - bare.bytes_packed, bytes);
+  EXPECT_GT(cost.host_us, bare.host_us);
+  EXPECT_EQ(cost.device_us, bare.device_us);
+  EXPECT_NEAR(with.profile().host_ms, cost.host_us / 1e3, 1e-9);
+  EXPECT_NEAR(without.profile().host_ms, bare.host_us / 1e3, 1e-9);
+  EXPECT_EQ(with.profile().bytes_packed - without.profile().bytes_packed, bytes);
+}
+
 }  // namespace
 }  // namespace npuflow
