@@ -171,15 +171,17 @@ install_smollm2() {
       "$dest/SmolLM2-135M-Instruct.Q4_1.gguf" "$f32.tmp" F32 >/dev/null 2>&1
     mv "$f32.tmp" "$f32"
   fi
-  # The same values quantized to Q8_0, Q4_0, Q4_K and Q5_K by llama-quantize: the GGUFs of the
-  # native datapath's gates (NPUFLOW_QUANT_PATH). The K-quants are --pure, so that no tensor takes
-  # the _M recipes' Q6_K: rows of whole 256-blocks (ffn_down) are Q4_K / Q5_K, the 576-wide ones
-  # fall back to Q5_0 / Q5_1.
+  # The same values quantized to Q8_0, Q4_0, Q4_K, Q5_K and Q6_K by llama-quantize: the GGUFs of
+  # the native datapath's gates (NPUFLOW_QUANT_PATH). The K-quants are --pure, so that no tensor
+  # takes another K-quant of the _M recipes: rows of whole 256-blocks (ffn_down) are Q4_K / Q5_K /
+  # Q6_K, the 576-wide ones fall back to Q5_0 / Q5_1 / Q8_0.
   local q
-  for q in Q8_0 Q4_0 Q4_K-pure Q5_K-pure; do
+  for q in Q8_0 Q4_0 Q4_K-pure Q5_K-pure Q6_K-pure; do
     local out="$dest/SmolLM2-135M-Instruct.$q-from-Q4_1.gguf"
     local args=("$f32" "$out.tmp" "$q")
-    [[ $q == *-pure ]] && args=(--pure "$f32" "$out.tmp" "${q%-pure}_M")
+    local recipe=${q%-pure}
+    [[ $recipe == Q6_K ]] || recipe+=_M  # Q6_K has no _M recipe
+    [[ $q == *-pure ]] && args=(--pure "$f32" "$out.tmp" "$recipe")
     if [[ ! -f $out ]]; then
       log "quantizing SmolLM2 to $q (a native datapath's test model)"
       "$(llama_dir)/build/bin/llama-quantize" --allow-requantize "${args[@]}" >/dev/null 2>&1

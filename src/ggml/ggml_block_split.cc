@@ -125,6 +125,46 @@ void split_k_blocks(bool five_bits, const uint8_t* row, int64_t k, int8_t* value
   }
 }
 
+// block_q6_K (ggml-common.h): 128 bytes of low nibbles (ql), 64 bytes of high bit pairs (qh),
+// sixteen signed 8-bit sub-block scales, then the fp16 d; x = d sc q per 16 values, q = the six
+// bits - 32 (dequantize_row_q6_K's layout: each half of 128 values takes 64 ql and 32 qh bytes,
+// value l + 32 i of the half from ql[l + 32 (i % 2)]'s nibble i / 2 and qh[l]'s bits 2i, 2i + 1).
+// The factor d |sc| goes in the multiplier's unsigned byte (|-128| fits), and a negative scale's
+// sign into its 16 values, q -> -q in [-31, 32]: d sc q = d |sc| (-q) exactly.
+constexpr int64_t kQ6KGroup = 16;
+constexpr int64_t kQ6KGroups = kQ8KBlockValues / kQ6KGroup;
+constexpr size_t kQ6KBlockBytes = kQ8KBlockValues / 2 + kQ8KBlockValues / 4 + kQ6KGroups + 2;
+
+void split_q6_k_blocks(const uint8_t* row, int64_t k, int8_t* values, uint16_t* d,
+                       uint8_t* multipliers) {
+  for (int64_t b = 0; b < k / kQ8KBlockValues; ++b) {
+    const uint8_t* block = row + static_cast<size_t>(b) * kQ6KBlockBytes;
+    const uint8_t* ql = block;
+    const uint8_t* qh = ql + kQ8KBlockValues / 2;
+    const auto* sc = reinterpret_cast<const int8_t*>(qh + kQ8KBlockValues / 4);
+    d[b] = half_at(block + kQ6KBlockBytes - 2);
+    int8_t* out = values + b * kQ8KBlockValues;
+    for (int64_t half = 0; half < 2; ++half) {
+      for (int64_t l = 0; l < 32; ++l) {
+        for (int64_t i = 0; i < 4; ++i) {
+          const uint8_t low = ql[half * 64 + l + 32 * (i % 2)] >> (4 * (i / 2)) & 0x0f;
+          const uint8_t high = (qh[half * 32 + l] >> (2 * i)) & 3;
+          out[half * 128 + 32 * i + l] = static_cast<int8_t>((low | high << 4) - 32);
+        }
+      }
+    }
+    for (int64_t g = 0; g < kQ6KGroups; ++g) {
+      const int scale = sc[g];
+      multipliers[b * kQ6KGroups + g] = static_cast<uint8_t>(scale < 0 ? -scale : scale);
+      if (scale < 0) {
+        for (int64_t j = g * kQ6KGroup; j < (g + 1) * kQ6KGroup; ++j) {
+          out[j] = static_cast<int8_t>(-out[j]);
+        }
+      }
+    }
+  }
+}
+
 template <typename Body>
 void for_row_tasks(int64_t n, const ExecContext& context, Body body) {
   context.run(static_cast<size_t>((n + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
@@ -137,13 +177,25 @@ void for_row_tasks(int64_t n, const ExecContext& context, Body body) {
 
 bool splits_into_groups(ggml_type type) {
   return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-         type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_MXFP4;
+         type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K ||
+         type == GGML_TYPE_MXFP4;
 }
 
 GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t row_bytes, int64_t k,
                                    int64_t n, int8_t* values, const ExecContext& context) {
   const int64_t groups = k / kQ8BlockValues;
   auto row_at = [&](int64_t r) { return base + static_cast<size_t>(r) * row_bytes; };
+  if (type == GGML_TYPE_Q6_K) {
+    const int64_t supers = k / kQ8KBlockValues, sub_blocks = k / kQ6KGroup;
+    std::vector<uint16_t> d(static_cast<size_t>(n * supers));
+    std::vector<uint8_t> multipliers(static_cast<size_t>(n * sub_blocks));
+    for_row_tasks(n, context, [&](int64_t r) {
+      split_q6_k_blocks(row_at(r), k, values + r * k, d.data() + r * supers,
+                        multipliers.data() + r * sub_blocks);
+    });
+    return {BlockFactors(std::move(d), std::move(multipliers), kQ6KGroups), BlockFactors(),
+            ActivationBlocks::kQ8_K, 0, kQ6KGroup};
+  }
   if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) {
     const bool five_bits = type == GGML_TYPE_Q5_K;
     const int64_t supers = k / kQ8KBlockValues;

@@ -1,5 +1,5 @@
 // A quantized GGUF weight's rows split into what the device's group-wise int8 GEMM takes: int8
-// values (N x K) and, per 32-value block, a scale and (for types with one) a min
+// values (N x K) and, per 32-value block (16 for Q6_K), a scale and (for types with one) a min
 // (ops/groupwise_linear.h). Bit-exact: the factors are the ones ggml's own dot products use.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 namespace npuflow::ggml {
 
-// Whether split_weight_rows serves `type` (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4).
+// Whether split_weight_rows serves `type` (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MXFP4).
 bool splits_into_groups(ggml_type type);
 
 // The whole N x K weight (rows row_bytes apart from base), rows in parallel on `context`.

@@ -111,6 +111,10 @@ bool runs_native(QuantPath path, ggml_type type) {
   return path == QuantPath::kNative && splits_into_groups(type);
 }
 
+bool stays_quantized(const PackedWeight& weight) {
+  return dynamic_cast<const GroupwiseLinearWeight*>(&weight) != nullptr;
+}
+
 int m_bucket(int64_t m) {
   static constexpr int64_t kUpper[] = {2, 16, 64, 128, 512, 2048, 8192};
   int bucket = 0;
@@ -226,8 +230,16 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
       std::vector<int8_t> values(static_cast<size_t>(p.n * p.k));
       GroupwiseFactors factors =
           split_weight_rows(p.type, p.weight, p.row_bytes, p.k, p.n, values.data(), context);
-      return pack_groupwise_linear(device_, values.data(), std::move(factors), p.k, p.n,
-                                   kQ8BlockValues);
+      const int64_t group = factors.group;
+      auto packed = pack_groupwise_linear(device_, values.data(), std::move(factors), p.k, p.n);
+      // A device whose group-wise GEMM does not take the type's blocks (the RK3588's groups of
+      // 32 against Q6_K's 16) gets the weight dequantized, as every unmapped type is.
+      if (packed.is_ok() || packed.status().code() != StatusCode::kUnsupported) return packed;
+      if (logger_.enabled(LogLevel::kVerbose)) {
+        logger_.verbose(str_cat(ggml_type_name(p.type), " weight '", p.what,
+                                "' dequantized: ", device_.name(), " takes no ", group,
+                                "-value groups (", packed.status().message(), ")"));
+      }
     }
     std::vector<float> rows(static_cast<size_t>(p.n * p.k));
     for_row_tasks([&](int64_t first, int64_t last) {
@@ -243,13 +255,14 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
       auto weight = cache_.get_or_pack(p.weight, p.fingerprint, pack, &outcome);
       if (!weight.is_ok()) return weight.status();
       const bool packed = outcome != CacheOutcome::kHit;
-      if (packed) record_footprint(p, weight.value()->resident_bytes());
+      if (packed) record_footprint(p, *weight.value());
       if (counted_) counters().count_weight(packed, outcome == CacheOutcome::kRepacked);
       if (p.expert_of != nullptr) {
         routing_.record_expert(p.expert_of, outcome, packed ? weight.value()->resident_bytes() : 0);
       }
-      return native ? run_groupwise_linear(device_, p.x, p.m, *weight.value(), p.y, context)
-                    : run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
+      return stays_quantized(*weight.value())
+                 ? run_groupwise_linear(device_, p.x, p.m, *weight.value(), p.y, context)
+                 : run_linear(device_, p.x, p.m, *weight.value(), p.y, context);
     });
   };
   return fallback_.run(
@@ -380,27 +393,33 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
   return Status::ok();
 }
 
-void MatmulEngine::record_footprint(const ResidentProduct& p, size_t resident) {
+void MatmulEngine::record_footprint(const ResidentProduct& p, const PackedWeight& weight) {
   std::lock_guard<std::mutex> lock(footprint_mutex_);
-  footprint_[p.weight] = Footprint{p.type, p.row_bytes * static_cast<size_t>(p.n), resident};
+  footprint_[p.weight] = Footprint{p.type, p.row_bytes * static_cast<size_t>(p.n),
+                                   weight.resident_bytes(), stays_quantized(weight)};
 }
 
 std::string MatmulEngine::footprint() const {
   std::lock_guard<std::mutex> lock(footprint_mutex_);
-  std::map<ggml_type, std::pair<size_t, size_t>> by_type;
+  struct TypeTotals {
+    size_t file = 0, resident = 0;
+    bool native = true;  // every weight of the type stayed quantized
+  };
+  std::map<ggml_type, TypeTotals> by_type;
   for (const auto& [weight, f] : footprint_) {
-    by_type[f.type].first += f.file_bytes;
-    by_type[f.type].second += f.resident_bytes;
+    TypeTotals& totals = by_type[f.type];
+    totals.file += f.file_bytes;
+    totals.resident += f.resident_bytes;
+    totals.native = totals.native && f.native;
   }
   std::string line;
-  for (const auto& [type, bytes] : by_type) {
-    const auto [file, resident] = bytes;
+  for (const auto& [type, totals] : by_type) {
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.3f",
-                  static_cast<double>(resident) / static_cast<double>(file));
+                  static_cast<double>(totals.resident) / static_cast<double>(totals.file));
     line += str_cat(line.empty() ? "weights " : "; ", ggml_type_name(type), " ",
-                    runs_native(quant_path_, type) ? "native" : "dequant", ": file_bytes=", file,
-                    " resident_bytes=", resident, " ratio=", ratio);
+                    totals.native ? "native" : "dequant", ": file_bytes=", totals.file,
+                    " resident_bytes=", totals.resident, " ratio=", ratio);
   }
   return line;
 }

@@ -49,13 +49,17 @@ int m_bucket(int64_t m);
 
 // How a quantized weight becomes resident (NPUFLOW_QUANT_PATH). dequant: widened to the device's
 // float type, as every type always was. native: a type whose blocks map onto a device datapath
-// stays quantized there (Q8_0, Q4_0, Q4_1 and Q4_K: int8 values with a scale per 32, the mins of
-// Q4_1 and Q4_K added after the group-wise int8 GEMM, ops/groupwise_linear.h); other types are
-// dequantized still.
+// stays quantized there (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4: int8 values with a scale per 32, the
+// mins of Q4_1, Q4_K and Q5_K added after the group-wise int8 GEMM; Q6_K with a scale per 16 where
+// the device takes such groups; ops/groupwise_linear.h); other types are dequantized still.
 enum class QuantPath { kDequant, kNative };
 QuantPath quant_path_from(const std::string& knob);
-// Whether `type` runs on a native datapath under `path`.
+// Whether `type` is tried on a native datapath under `path` (the device may still refuse its
+// groups: stays_quantized says what was packed).
 bool runs_native(QuantPath path, ggml_type type);
+// Whether a packed weight is the native path's (group-wise, still quantized): false for one that
+// was dequantized, by the quant_path or because the device took no such groups.
+bool stays_quantized(const PackedWeight& weight);
 
 struct MatmulEngineOptions {
   size_t cache_bytes = 0;  // NPUFLOW_CACHE_MB in bytes; 0: no limit
@@ -114,7 +118,7 @@ class MatmulEngine {
   Device& device_;
   const Logger& logger_;
   // Records a pack of `p` taking `resident` bytes (the latest pack per weight counts).
-  void record_footprint(const ResidentProduct& p, size_t resident);
+  void record_footprint(const ResidentProduct& p, const PackedWeight& weight);
 
   ResidentWeightCache cache_;
   RoutingProfile routing_;
@@ -123,6 +127,7 @@ class MatmulEngine {
   struct Footprint {
     ggml_type type;
     size_t file_bytes, resident_bytes;
+    bool native;  // kept quantized (a group-wise weight), not dequantized
   };
   mutable std::mutex footprint_mutex_;
   std::map<const uint8_t*, Footprint> footprint_;

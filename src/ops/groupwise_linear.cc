@@ -126,28 +126,38 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
   const auto activation = mins.empty() ? ActivationBlocks::kQ8_0 : ActivationBlocks::kQ8_1;
   return pack_groupwise_linear(
       device, rows,
-      GroupwiseFactors{BlockFactors(std::move(scales)), BlockFactors(std::move(mins)), activation},
-      k, n, group);
+      GroupwiseFactors{BlockFactors(std::move(scales)), BlockFactors(std::move(mins)), activation,
+                       8, group},
+      k, n);
 }
 
 Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
                                                             GroupwiseFactors factors, int64_t k,
-                                                            int64_t n, int64_t group) {
-  const int64_t block =
-      factors.activation == ActivationBlocks::kQ8_K ? kQ8KBlockValues : kQ8BlockValues;
-  if (group != kQ8BlockValues || k % block != 0) {
+                                                            int64_t n) {
+  const bool k_blocks = factors.activation == ActivationBlocks::kQ8_K;
+  const int64_t block = k_blocks ? kQ8KBlockValues : kQ8BlockValues;
+  const int64_t group = factors.group;
+  // Q8_K's scale spans 256 values, so any group dividing 32 sees one; a min pass is per 32.
+  const bool group_served =
+      group == kQ8BlockValues || (k_blocks && group == 16 && factors.mins.empty());
+  if (!group_served || k % block != 0) {
     return invalid_argument(str_cat("group-wise linear: group ", group, " with K=", k,
-                                    " (served: group 32, K a multiple of ", block, ")"));
+                                    " (served: group 32, or 16 for Q8_K without mins; K a multiple "
+                                    "of ",
+                                    block, ")"));
   }
   const size_t expected = static_cast<size_t>(n * (k / group));
   if (factors.scales.size() != expected) {
     return invalid_argument(str_cat("group-wise linear: ", factors.scales.size(), " scales for ", n,
                                     " rows of ", k / group, " groups"));
   }
-  const bool wants_mins = factors.activation != ActivationBlocks::kQ8_0;
-  if (factors.mins.size() != (wants_mins ? expected : 0)) {
-    return invalid_argument(str_cat("group-wise linear: ", factors.mins.size(), " mins for ",
-                                    expected, " scales (", wants_mins ? "one each" : "none", ")"));
+  // Q8_1 pairs with mins, Q8_0 never; Q8_K either way.
+  const bool mins_ok = factors.activation == ActivationBlocks::kQ8_0   ? factors.mins.empty()
+                       : factors.activation == ActivationBlocks::kQ8_1 ? !factors.mins.empty()
+                                                                       : true;
+  if (!mins_ok || (!factors.mins.empty() && factors.mins.size() != expected)) {
+    return invalid_argument(
+        str_cat("group-wise linear: ", factors.mins.size(), " mins for ", expected, " scales"));
   }
   const std::vector<int8_t> kn = rows_to_k_by_n(rows, k, n);
   auto packed = device.pack_groupwise_weight(kn.data(), k, n, ElementType::kInt8, group);
@@ -170,10 +180,10 @@ Status run_groupwise_linear(Device& device, const float* x, int64_t m, const Pac
   thread_local std::vector<float> scale_buffer, sum_buffer, out_buffer, weight_scale_buffer;
   int8_t* q = sized(q_buffer, static_cast<size_t>(rows * k));
   float* a_scales = sized(scale_buffer, static_cast<size_t>(rows * groups));
-  const bool with_mins = w->activation() != ActivationBlocks::kQ8_0;
+  const bool with_mins = !w->mins().empty();
   float* a_sums = with_mins ? sized(sum_buffer, static_cast<size_t>(m * groups)) : nullptr;
   const bool finite = w->activation() == ActivationBlocks::kQ8_K
-                          ? quantize_rows_q8_k(x, m, k, q, a_scales, a_sums, context)
+                          ? quantize_rows_q8_k(x, m, k, q, a_scales, a_sums, context, w->group())
                           : quantize_rows_q8_blocks(x, m, k, q, a_scales, context, a_sums);
   if (!finite) return unsupported("the activation holds a NaN or an infinity");
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));

@@ -48,17 +48,19 @@ class BlockFactors {
 enum class ActivationBlocks {
   kQ8_0,  // Q8_0 and Q4_0 weights: no min
   kQ8_1,  // Q4_1: + m_w s_x per block, s_x = fp16(d_x sum(q_x))
-  kQ8_K,  // Q4_K, Q5_K: one fp32 d_x per 256 values; + min_w d_x sum(q_x) per 32
+  kQ8_K,  // Q4_K, Q5_K: one fp32 d_x per 256 values; + min_w d_x sum(q_x) per 32. Q6_K: no min
 };
 
-// A group-wise weight's per-block factors (N x K/32 each): scales, mins (empty when the blocks
+// A group-wise weight's per-block factors (N x K/group each): scales, mins (empty when the blocks
 // have none) and the activation form they pair with. A weight with mins stores its unsigned
 // values less value_offset (a nibble - 8; Q5_K's 5 bits - 16), which the min pass adds back.
+// group: 32, or 16 for a Q8_K weight without mins (Q6_K's sub-blocks).
 struct GroupwiseFactors {
   BlockFactors scales;
   BlockFactors mins;
   ActivationBlocks activation = ActivationBlocks::kQ8_0;
   int value_offset = 8;
+  int64_t group = 32;
 };
 
 // The device's packed group-wise weight and its scales, which the GEMM takes per call, and, for
@@ -95,13 +97,15 @@ Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, cons
                                                             int64_t n, int64_t group,
                                                             std::vector<float> mins = {});
 
-// The general form. ActivationBlocks::kQ8_K (a GGUF Q4_K weight: x = d sc nibble - dmin m per 32,
-// values stored as nibble - 8) needs K a multiple of 256 and mins; the product is then the CPU
-// backend's Q4_K x Q8_K dot product, sum_g d_x (d sc)_w sum(nibble q_x) - d_x (dmin m)_w sum(q_x),
-// with mins holding -dmin m.
+// The general form, at factors.group. ActivationBlocks::kQ8_K (a GGUF Q4_K weight: x = d sc
+// nibble - dmin m per 32, values stored as nibble - 8) needs K a multiple of 256; the product is
+// then the CPU backend's Q4_K x Q8_K dot product, sum_g d_x (d sc)_w sum(nibble q_x) - d_x (dmin
+// m)_w sum(q_x), with mins holding -dmin m. Without mins (a GGUF Q6_K weight, group 16: x = d sc
+// q) it is sum_g d_x (d sc)_w sum(q q_x). A device whose group-wise GEMM refuses the group answers
+// kUnsupported.
 Result<std::unique_ptr<PackedWeight>> pack_groupwise_linear(Device& device, const int8_t* rows,
                                                             GroupwiseFactors factors, int64_t k,
-                                                            int64_t n, int64_t group);
+                                                            int64_t n);
 
 // y = x W^T for x M x K and y M x N, fp32 and row-major; weight from pack_groupwise_linear. An
 // activation holding a NaN or an infinity is refused (kUnsupported) for the host reference, which

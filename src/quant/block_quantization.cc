@@ -39,8 +39,8 @@ bool quantize_block(const float* x, int8_t* q, float* scale, float* sum) {
   return true;
 }
 
-// One Q8_K block of 256 values; scales and sums get one entry per 32-value group.
-bool quantize_k_block(const float* x, int8_t* q, float* scales, float* sums) {
+// One Q8_K block of 256 values; scales and sums (when wanted) get one entry per `group` values.
+bool quantize_k_block(const float* x, int8_t* q, float* scales, float* sums, int64_t group) {
   float max = 0.0f, amax = 0.0f;
   for (int64_t i = 0; i < kQ8KBlockValues; ++i) {
     if (!std::isfinite(x[i])) return false;
@@ -50,11 +50,11 @@ bool quantize_k_block(const float* x, int8_t* q, float* scales, float* sums) {
       max = x[i];
     }
   }
-  constexpr int64_t kGroups = kQ8KBlockValues / kQ8BlockValues;
+  const int64_t groups = kQ8KBlockValues / group;
   if (amax == 0.0f) {
     std::fill(q, q + kQ8KBlockValues, int8_t{0});
-    std::fill(scales, scales + kGroups, 0.0f);
-    std::fill(sums, sums + kGroups, 0.0f);
+    std::fill(scales, scales + groups, 0.0f);
+    if (sums != nullptr) std::fill(sums, sums + groups, 0.0f);
     return true;
   }
   const float iscale = -127.0f / max;
@@ -62,10 +62,11 @@ bool quantize_k_block(const float* x, int8_t* q, float* scales, float* sums) {
     q[i] = static_cast<int8_t>(std::min(127.0f, round_half_even(iscale * x[i])));
   }
   const float d = 1.0f / iscale;
-  for (int64_t g = 0; g < kGroups; ++g) {
-    int32_t total = 0;
-    for (int64_t i = g * kQ8BlockValues; i < (g + 1) * kQ8BlockValues; ++i) total += q[i];
+  for (int64_t g = 0; g < groups; ++g) {
     scales[g] = d;
+    if (sums == nullptr) continue;
+    int32_t total = 0;
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) total += q[i];
     sums[g] = d * static_cast<float>(total);
   }
   return true;
@@ -91,12 +92,13 @@ bool for_each_row(int64_t m, const ExecContext& context, Row row_body) {
 }  // namespace
 
 bool quantize_rows_q8_k(const float* x, int64_t m, int64_t k, int8_t* q, float* scales, float* sums,
-                        const ExecContext& context) {
-  const int64_t groups = k / kQ8BlockValues;
+                        const ExecContext& context, int64_t group) {
+  const int64_t groups = k / group;
   return for_each_row(m, context, [&](int64_t row) {
     for (int64_t b = 0; b < k; b += kQ8KBlockValues) {
-      const int64_t group = row * groups + b / kQ8BlockValues;
-      if (!quantize_k_block(x + row * k + b, q + row * k + b, scales + group, sums + group)) {
+      const int64_t at = row * groups + b / group;
+      if (!quantize_k_block(x + row * k + b, q + row * k + b, scales + at,
+                            sums != nullptr ? sums + at : nullptr, group)) {
         return false;
       }
     }

@@ -32,11 +32,11 @@ bool quantize_rows_q8_blocks(const float* x, int64_t m, int64_t k, int8_t* q, fl
 // backend uses on every architecture): one fp32 scale per 256 values, iscale = -127 / max with
 // max the block's value of largest magnitude (sign kept, first one on ties), q = round(x * iscale)
 // ties to even (nearest_int) capped at 127, d = 1 / iscale; an all-zero block gets d = 0.
-// k a multiple of 256. scales: m x (k / 32), each 32-value group carrying its block's d; sums
-// (m x (k / 32)): d * sum(q) over the group, in fp32 (the CPU's bsums scaled by d). False when x
-// holds a NaN or an infinity.
+// k a multiple of 256. scales: m x (k / group), each group of `group` values (16 or 32: a divisor
+// of 256) carrying its block's d; sums (m x (k / group), nullptr: not wanted): d * sum(q) over the
+// group, in fp32 (the CPU's bsums scaled by d). False when x holds a NaN or an infinity.
 inline constexpr int64_t kQ8KBlockValues = 256;
 bool quantize_rows_q8_k(const float* x, int64_t m, int64_t k, int8_t* q, float* scales, float* sums,
-                        const ExecContext& context);
+                        const ExecContext& context, int64_t group = kQ8BlockValues);
 
 }  // namespace npuflow

@@ -12,14 +12,15 @@
 //    NMSE <= 5e-4, test-backend-ops' MUL_MAT limit. Run at M = 128 only.
 //  - "rawblk" (the native types, M = 128): Gaussian activations on a weight whose block bits are
 //    random but for its scales, the patterns another quantizer may write.
-//  - "ties" (the native types, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4, M = 128): every value but a
-//    block's extreme (per 32 values; per 256 for the K-quants' Q8_K activation) lies exactly
-//    halfway between two 8-bit levels, where the CPU's rounding (ties to even on x86 and arm64,
-//    away from zero in ggml's reference) decides.
+//  - "ties" (the native types, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4, and Q6_K on host, M = 128):
+//    every value but a block's extreme (per 32 values; per 256 for the K-quants' Q8_K activation)
+//    lies exactly halfway between two 8-bit levels, where the CPU's rounding (ties to even on x86
+//    and arm64, away from zero in ggml's reference) decides.
 // On the native path (NPUFLOW_QUANT_PATH=native, the default) Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, MXFP4
-// weights stay int8 and their activations are quantized as the CPU backend quantizes them (Q8_0;
-// Q8_1 with its block sums for Q4_1's min; Q8_K for Q4_K and Q5_K); the integer sums are then exact
-// on host and sim alike, so every activation set of those types is held to NMSE <= 1e-9 (the CPU's
+// (and on host Q6_K, whose 16-value groups the RK3588 does not take) weights stay int8 and their
+// activations are quantized as the CPU backend quantizes them (Q8_0; Q8_1 with its block sums for
+// Q4_1's min; Q8_K for Q4_K, Q5_K and Q6_K); the integer sums are then exact on host and sim
+// alike, so every activation set of those types is held to NMSE <= 1e-9 (the CPU's
 // own fp32 summation order; the dequantizing path is ~1e-5 off on "random"). It also checks the
 // resident-weight cache: packed once per weight, reused, and repacked when the weight's bytes
 // change (in a weights buffer and in a plain buffer).
@@ -107,10 +108,14 @@ struct Harness {
   double max_nmse_random = 5e-4;
   double max_nmse_native = 1e-9;  // the native types, every activation set
   bool native_path = true;
+  // Q6_K's 16-value groups: the host's group-wise GEMM takes them; the RK3588's (sim, rocket)
+  // takes groups of 32 only, so there Q6_K is dequantized.
+  bool sixteen_value_groups = false;
   bool native(ggml_type type) const {
     return native_path &&
            (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-            type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_MXFP4);
+            type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_MXFP4 ||
+            (type == GGML_TYPE_Q6_K && sixteen_value_groups));
   }
   int failures = 0;
   int computed = 0;
@@ -203,6 +208,11 @@ struct Weight {
         raw[at] = static_cast<uint8_t>(exponent(rng));
         continue;
       }
+      if (t->type == GGML_TYPE_Q6_K) {  // its fp16 d closes the block; any signed 8-bit scale
+        const ggml_fp16_t bits = ggml_fp32_to_fp16(factor(rng) / 64.0f);
+        std::memcpy(raw.data() + at + block - sizeof(bits), &bits, sizeof(bits));
+        continue;
+      }
       for (int h = 0; h < halves; ++h) {
         const ggml_fp16_t bits = ggml_fp32_to_fp16(factor(rng));
         std::memcpy(raw.data() + at + h * sizeof(bits), &bits, sizeof(bits));
@@ -226,13 +236,15 @@ int main(int argc, char** argv) {
   h.npu = ggml_backend_dev_init(h.loaded.npuflow_dev, nullptr);
   const char* device = std::getenv("NPUFLOW_DEVICE");
   if (device != nullptr && std::strcmp(device, "host") != 0) h.max_nmse_exact = 5e-4;
+  h.sixteen_value_groups = device != nullptr && std::strcmp(device, "host") == 0;
   const char* quant_path = std::getenv("NPUFLOW_QUANT_PATH");
   h.native_path = quant_path == nullptr || std::strcmp(quant_path, "dequant") != 0;
   std::printf(
       "NPUFLOW: %s\nCPU: %s\nexact-activation limit %.0e, random-activation limit %.0e; Q8_0, "
-      "Q4_0, Q4_1, Q4_K, Q5_K and MXFP4 %s\n",
+      "Q4_0, Q4_1, Q4_K, Q5_K, MXFP4%s %s\n",
       ggml_backend_dev_description(h.loaded.npuflow_dev),
       ggml_backend_dev_description(h.loaded.cpu_dev), h.max_nmse_exact, h.max_nmse_random,
+      h.sixteen_value_groups ? ", Q6_K" : "",
       h.native_path ? "native, every set at 1e-9" : "dequantized (NPUFLOW_QUANT_PATH=dequant)");
 
   std::mt19937 rng(1234);

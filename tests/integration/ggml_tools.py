@@ -39,6 +39,8 @@ SMOLLM2_Q4_0 = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_0-from-Q4_1.gguf"
 # rows are 576 wide.
 SMOLLM2_Q4_K = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q4_K-pure-from-Q4_1.gguf"
 SMOLLM2_Q5_K = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q5_K-pure-from-Q4_1.gguf"
+# And --pure Q6_K: Q6_K ffn_down, Q8_0 (which NPUFLOW takes too) where rows are 576 wide.
+SMOLLM2_Q6_K = SMOLLM2_DIR / "SmolLM2-135M-Instruct.Q6_K-pure-from-Q4_1.gguf"
 SMOLLM2_K_QUANT_MATMULS = 30
 # SmolLM2-135M: 30 blocks of 7 projections (q, k, v, o, gate, up, down); the lm_head is tied to
 # token_embd, one more MUL_MAT per graph.

@@ -57,8 +57,8 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   std::uniform_int_distribution<int> i8(-128, 127);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   HostDevice device({});
-  for (int trial = 0; trial < 60; ++trial) {
-    const int64_t group = std::vector<int64_t>{2, 32, 64}[trial % 3];
+  for (int trial = 0; trial < 80; ++trial) {
+    const int64_t group = std::vector<int64_t>{2, 16, 32, 64}[trial % 4];  // 16: Q6_K's
     const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
     // A third of the weights lie in [-8, 7] (a Q4_0 weight's nibble - 8), a third in MXFP4's 15
     // values (twice the FP4 ones): the host holds both as 4-bit codes and a table.
@@ -418,7 +418,7 @@ TEST(GroupwiseLinear, Q4_KSubBlockFactorsGiveTheCpuBackendsQ8_KProduct) {
     SCOPED_TRACE(device->name());
     GroupwiseFactors factors{BlockFactors(d, sc, 8), BlockFactors(minus_dmin, mn, 8),
                              ActivationBlocks::kQ8_K};
-    auto packed = pack_groupwise_linear(*device, rows.data(), std::move(factors), k, n, 32);
+    auto packed = pack_groupwise_linear(*device, rows.data(), std::move(factors), k, n);
     ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
     if (device == &host) {
       EXPECT_EQ(packed.value()->resident_bytes(),
@@ -437,22 +437,76 @@ TEST(GroupwiseLinear, Q4_KSubBlockFactorsGiveTheCpuBackendsQ8_KProduct) {
                   double{half_bits_to_float(dmin[b])} * mn[j * groups + g] * sum);
         });
   }
-  // Q8_K needs whole 256-blocks, and a min per scale.
+  // Q8_K needs whole 256-blocks, and mins (when it has them) one per scale, at group 32 only.
   const int64_t short_k = 288;
   EXPECT_EQ(pack_groupwise_linear(
                 host, rows.data(),
                 {BlockFactors(std::vector<float>(n * 9, 1.0f)),
                  BlockFactors(std::vector<float>(n * 9, 1.0f)), ActivationBlocks::kQ8_K},
-                short_k, n, 32)
+                short_k, n)
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      pack_groupwise_linear(host, rows.data(),
+                            {BlockFactors(d, sc, 8), BlockFactors(std::vector<float>(n, 1.0f)),
+                             ActivationBlocks::kQ8_K},
+                            k, n)
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
+  std::vector<uint8_t> sc16(n * k / 16, 1);
   EXPECT_EQ(pack_groupwise_linear(host, rows.data(),
-                                  {BlockFactors(d, sc, 8), BlockFactors(), ActivationBlocks::kQ8_K},
-                                  k, n, 32)
+                                  {BlockFactors(d, sc16, 16), BlockFactors(d, sc16, 16),
+                                   ActivationBlocks::kQ8_K, 8, 16},
+                                  k, n)
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// A GGUF Q6_K weight's form (x = d sc q per 16 values, q in [-32, 31], sc a signed byte) against
+// the activation's Q8_K form at 16-value groups: the host gives the CPU backend's
+// sum_g d_x (d sc)_w sum(q q_x) to fp32 rounding, with the groups' d_x those of their 256-blocks
+// and no sums; the RK3588's group-wise GEMM takes groups of 32 only and refuses it.
+TEST(GroupwiseLinear, Q6_KSixteenValueGroupsGiveTheCpuBackendsQ8_KProduct) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> six_bits(-32, 31), byte(0, 128);
+  std::uniform_real_distribution<float> super(0.0005f, 0.004f);
+  HostDevice host({});
+  sim::SimDevice sim;
+  const int64_t m = 5, k = 512, n = 48, supers = k / 256, groups = k / 16;
+  std::vector<int8_t> rows(n * k);
+  for (auto& v : rows) v = static_cast<int8_t>(six_bits(rng));
+  std::vector<uint16_t> d(n * supers);
+  for (auto& v : d) v = float_to_half_bits(super(rng));
+  std::vector<uint8_t> sc(n * groups);
+  for (auto& v : sc) v = static_cast<uint8_t>(byte(rng));  // 128: |-128|, a Q6_K extreme
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  std::vector<int8_t> q(m * k);
+  std::vector<float> x_scales(m * groups), x32(m * k / 32), sums32(m * k / 32);
+  ASSERT_TRUE(quantize_rows_q8_k(x.data(), m, k, q.data(), x_scales.data(), nullptr, {}, 16));
+  // The same values and scales as at group 32, each 256-block's d on all its 16 groups.
+  std::vector<int8_t> q32(m * k);
+  ASSERT_TRUE(quantize_rows_q8_k(x.data(), m, k, q32.data(), x32.data(), sums32.data(), {}));
+  EXPECT_EQ(q, q32);
+  for (int64_t g = 0; g < m * groups; ++g) ASSERT_EQ(x_scales[g], x32[g / 2]) << g;
+  GroupwiseFactors factors{BlockFactors(d, sc, 16), BlockFactors(), ActivationBlocks::kQ8_K, 0, 16};
+  auto packed = pack_groupwise_linear(host, rows.data(), factors, k, n);
+  ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+  // One int8 value per weight, an fp16 per 256 and a byte per 16.
+  EXPECT_EQ(packed.value()->resident_bytes(),
+            static_cast<size_t>(n * k + n * supers * 2 + n * groups));
+  expect_blockwise_product(host, x, m, n, groups, *packed.value(), [&](auto i, auto j, auto g) {
+    int64_t dot = 0;
+    for (int64_t c = g * 16; c < (g + 1) * 16; ++c) dot += rows[j * k + c] * q[i * k + c];
+    return double{x_scales[i * groups + g]} * half_bits_to_float(d[j * supers + g / 16]) *
+           sc[j * groups + g] * static_cast<double>(dot);
+  });
+  EXPECT_EQ(pack_groupwise_linear(sim, rows.data(), factors, k, n).status().code(),
+            StatusCode::kUnsupported);
 }
 
 // The min pass runs on the board's CPU beside the NPU's GEMM: the simulated board prices it into
@@ -470,7 +524,7 @@ TEST(GroupwiseLinear, TheSimulatedBoardPricesTheMinPassAsHostWork) {
   std::vector<uint8_t> sc(n * groups, 3);
   auto host_ms_of_a_run = [&](GroupwiseFactors factors) {
     sim::SimDevice sim;
-    auto packed = pack_groupwise_linear(sim, rows.data(), std::move(factors), k, n, 32);
+    auto packed = pack_groupwise_linear(sim, rows.data(), std::move(factors), k, n);
     EXPECT_TRUE(packed.is_ok());
     const double before = sim.profile().host_ms;
     EXPECT_TRUE(run_groupwise_linear(sim, x.data(), m, *packed.value(), y.data(), {}).is_ok());
