@@ -117,6 +117,24 @@ def mask_iou(a, b) -> float:
     return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
 
 
+@pytest.mark.parametrize("level", ["disable", "basic", "all"])
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_sam_image_encoder_is_a_candidate_refused_with_its_reason(sessions, exporter, level):
+    """SAM's image encoder (ViT-Det: a non-overlapping patch Conv transposed to [B, H, W, C],
+    directly or, at ONNX Runtime's higher levels, after the position embedding's Add) is not
+    matched yet: it is counted as a vision encoder candidate and refused as `windowed_vit_det`, so
+    explain and the log say why it runs on the CPU EP. Its neck's 1x1 and 3x3 convs, also
+    transposed to channels-last, are not patch embeddings and not candidates."""
+    path = str(SAMS / f"sam_tiny_{exporter}.onnx")
+    _, records = sessions.npuflow(path, level=level, options={"device": "sim"})
+    [vision] = [r for r in records if r.get("matcher") == "vision"]
+    assert vision["candidates"] == 1 and not vision["claims"]
+    [refusal] = vision["refusals"]
+    assert refusal["reason"] == "windowed_vit_det", refusal
+    conv = [n for n in onnx.load(path).graph.node if n.op_type == "Conv"][0]
+    assert refusal["node"] == conv.name
+
+
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_sam_mask_decoder_conv_transposes_and_masks_match_the_cpu_ep(sessions, exporter, device):

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <set>
 
 #include "graph/encoder/matcher.h"
@@ -28,6 +29,32 @@ Claim encoder_claim(const std::string& anchor, const std::set<NodeId>& nodes,
   return claim;
 }
 
+// A channels-last patch embedding: a Conv over non-overlapping patches (strides equal to its
+// kernel) transposed to [B, H, W, C], the layout SAM's ViT-Det image encoder keeps its tokens in
+// for windowed attention, directly or after the position embedding's Add (where ONNX Runtime's
+// transpose optimizer moves the Transpose past it).
+bool is_channels_last_patch_embedding(const GraphView& g, const NodeInfo& conv, NodeId next) {
+  const ValueInfo& w = g.value(conv.input(1));
+  const Attribute* strides = conv.attribute("strides");
+  if (strides == nullptr || !strides->integers || w.shape[2] < 2 ||
+      *strides->integers != std::vector<int64_t>{w.shape[2], w.shape[3]}) {
+    return false;
+  }
+  if (g.node(next).op_type == "Add") {
+    const NodeInfo& add = g.node(next);
+    const bool constant_term = std::any_of(add.inputs.begin(), add.inputs.end(), [&](ValueId v) {
+      return g.value(v).constant.has_value();
+    });
+    const ValueInfo& sum = g.value(add.outputs[0]);
+    if (!constant_term || sum.consumers.size() != 1) return false;
+    next = sum.consumers[0];
+  }
+  const NodeInfo& transpose = g.node(next);
+  const Attribute* perm = transpose.attribute("perm");
+  return transpose.op_type == "Transpose" && perm != nullptr && perm->integers &&
+         *perm->integers == std::vector<int64_t>{0, 2, 3, 1};
+}
+
 }  // namespace encoder
 
 ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptions& options) {
@@ -46,10 +73,21 @@ ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptio
     }
     if (data_consumers.size() != 1) continue;
     const std::string& next = graph.node(data_consumers[0]).op_type;
-    if (next != "Reshape" && next != "Flatten") continue;
+    const bool channels_last =
+        encoder::is_channels_last_patch_embedding(graph, node, data_consumers[0]);
+    if (next != "Reshape" && next != "Flatten" && !channels_last) continue;
     result.candidates++;
     if (!options.enabled) {
       result.refusals.push_back({id, node.name, "disabled_by_knob", "NPUFLOW_VISION=0"});
+      continue;
+    }
+    if (channels_last) {
+      // Said, so that explain and strict quant mode name it rather than pass it over.
+      result.refusals.push_back(
+          {id, node.name, "windowed_vit_det",
+           "a channels-last patch embedding ([B, H, W, C] tokens, SAM's ViT-Det image encoder: "
+           "windowed attention, a decomposed relative-position bias, a conv neck); this encoder "
+           "form is not matched yet and runs on the CPU EP"});
       continue;
     }
     encoder::Matcher matcher(graph, options);

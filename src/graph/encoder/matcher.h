@@ -251,6 +251,10 @@ class Matcher : public CanonicalGraph {
 // encoder's token embedding.
 bool is_token_embedding(const GraphView& g, NodeId n);
 
+// A Conv over non-overlapping patches whose one data consumer `next` transposes it to
+// [B, H, W, C]: SAM's ViT-Det patch embedding, a candidate refused as `windowed_vit_det`.
+bool is_channels_last_patch_embedding(const GraphView& g, const NodeInfo& conv, NodeId next);
+
 // The claim of a matched encoder: its anchor's name, its node set, its parameters.
 Claim encoder_claim(const std::string& anchor, const std::set<NodeId>& nodes,
                     VisionEncoderClaim enc);
