@@ -49,7 +49,8 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
   // one call per head, each with its own mask.
   const bool per_head = bias.data != nullptr && bias.head_stride != 0 && heads > 1;
   const int64_t masks = per_head ? heads : 1;
-  thread_local std::vector<uint16_t> q_buffer, k_buffer, v_buffer, mask_buffer, out_buffer;
+  thread_local std::vector<uint16_t> q_buffer, k_buffer, v_buffer, mask_buffer, out_buffer,
+      rows_buffer, cols_buffer;
   const auto operand_count = static_cast<size_t>(t * d);
   uint16_t* q = sized(q_buffer, operand_count);
   uint16_t* k = sized(k_buffer, operand_count);
@@ -77,11 +78,31 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
       }
     }
   }
+  // A relative bias's factors, per head, in fp16 ([heads][t][grid_h], [heads][t][grid_w]).
+  const RelativeAttentionBias& rel = bias.relative;
+  uint16_t* rows = nullptr;
+  uint16_t* cols = nullptr;
+  if (rel.present()) {
+    const auto row_count = static_cast<size_t>(heads * t * rel.grid_h);
+    const auto col_count = static_cast<size_t>(heads * t * rel.grid_w);
+    rows = sized(rows_buffer, row_count);
+    cols = sized(cols_buffer, col_count);
+    bool finite = true;
+    for (size_t i = 0; i < row_count; ++i) finite &= fits_half(rel.rows[i], &rows[i]);
+    for (size_t i = 0; i < col_count; ++i) finite &= fits_half(rel.cols[i], &cols[i]);
+    if (!finite) return unsupported("a relative attention bias term is not finite in fp16");
+  }
   *expressible = true;
-  // Heads are contiguous blocks of q, k, v ([heads][t][hd], v [heads][hd][t]) and of out.
+  // Heads are contiguous blocks of q, k, v ([heads][t][hd], v [heads][hd][t]), of out and of the
+  // relative bias's factors.
   const int64_t call_heads = heads / masks;
   for (int64_t h = 0; h < masks; ++h) {
     const int64_t block = h * t * hd;
+    Fp16RelativeBias relative;
+    if (rows != nullptr) {
+      relative = {rel.grid_h, rel.grid_w, rows + h * call_heads * t * rel.grid_h,
+                  cols + h * call_heads * t * rel.grid_w};
+    }
     const Fp16Attention call{.tokens = t,
                              .kv = t,
                              .head_dim = hd,
@@ -93,7 +114,8 @@ Status device_attention(Device& device, const float* qkv, const AttentionShape& 
                              .k = k + block,
                              .v = v + block,
                              .mask = mask ? mask + h * t * t : nullptr,
-                             .out = out + block};
+                             .out = out + block,
+                             .relative = relative};
     NPUFLOW_RETURN_IF_ERROR(device.attention_fp16(call, context));
   }
   from_head_major(out, t, heads, hd, ctx);

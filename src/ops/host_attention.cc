@@ -226,6 +226,26 @@ NPUFLOW_TARGET_AVX2 void softmax_row_avx2(float* s, int64_t n, float scale, cons
 }
 #endif
 
+// Query row i of head h under a relative bias: s[j] = (scale s[j] + dense) + row term, and the
+// column terms laid out over the keys (thread-local, T floats), returned for the softmax's bias.
+const float* add_relative_row_term(const AttentionBias& bias, int64_t h, int64_t i, int64_t tokens,
+                                   float scale, float* s) {
+  const RelativeAttentionBias& rel = bias.relative;
+  const float* dense = bias.data ? bias.data + h * bias.head_stride + i * bias.row_stride : nullptr;
+  const float* rows = rel.rows + (h * tokens + i) * rel.grid_h;
+  const float* cols = rel.cols + (h * tokens + i) * rel.grid_w;
+  thread_local std::vector<float> col_terms;
+  col_terms.resize(static_cast<size_t>(tokens));
+  for (int64_t y = 0, j = 0; y < rel.grid_h; ++y) {
+    for (int64_t x = 0; x < rel.grid_w; ++x, ++j) {
+      const float scaled = dense ? s[j] * scale + dense[j * bias.col_stride] : s[j] * scale;
+      s[j] = scaled + rows[y];
+      col_terms[j] = cols[x];
+    }
+  }
+  return col_terms.data();
+}
+
 }  // namespace
 
 void host_attention(const float* qkv, const AttentionShape& shape, float scale,
@@ -283,14 +303,23 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
       const int64_t i = first + r;
       const float* row_bias =
           bias.data ? bias.data + head * bias.head_stride + i * bias.row_stride : nullptr;
+      int64_t col_stride = bias.col_stride;
+      float row_scale = scale;
       float* s = b.scores + r * b.ld_scores;
+      if (bias.relative.present()) {
+        // The scaled (and densely biased) scores take the row term here, and the softmax adds the
+        // column term as its bias at scale 1 (exact): ((scale q.k + data) + row) + col.
+        row_bias = add_relative_row_term(bias, head, i, tokens, scale, s);
+        col_stride = 1;
+        row_scale = 1.0f;
+      }
 #if NPUFLOW_HAVE_AVX2_KERNELS
       if (vectorized) {
-        softmax_row_avx2(s, tokens, scale, row_bias, bias.col_stride, nan_to_zero);
+        softmax_row_avx2(s, tokens, row_scale, row_bias, col_stride, nan_to_zero);
         continue;
       }
 #endif
-      softmax_row_portable(s, tokens, scale, row_bias, bias.col_stride, nan_to_zero);
+      softmax_row_portable(s, tokens, row_scale, row_bias, col_stride, nan_to_zero);
     }
 #if NPUFLOW_HAVE_AVX2_KERNELS
     if (vectorized)
@@ -320,8 +349,13 @@ void host_attention_reference(const float* qkv, const AttentionShape& shape, flo
         const float* k = qkv + j * stride + d + off;
         double dot = 0;
         for (int64_t c = 0; c < dh; ++c) dot += static_cast<double>(q[c]) * k[c];
-        scores[static_cast<size_t>(j)] =
-            row_bias ? dot * scale + row_bias[j * bias.col_stride] : dot * scale;
+        double score = row_bias ? dot * scale + row_bias[j * bias.col_stride] : dot * scale;
+        if (const RelativeAttentionBias& rel = bias.relative; rel.present()) {
+          score +=
+              static_cast<double>(rel.rows[(head * tokens + i) * rel.grid_h + j / rel.grid_w]) +
+              rel.cols[(head * tokens + i) * rel.grid_w + j % rel.grid_w];
+        }
+        scores[static_cast<size_t>(j)] = score;
         mx = std::max(mx, scores[static_cast<size_t>(j)]);
       }
       double sum = 0;

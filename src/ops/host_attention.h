@@ -11,9 +11,22 @@ namespace npuflow {
 // An additive bias broadcast over [heads, T, T]: the score of head h, query i, key j gets
 // data[h * head_stride + i * row_stride + j * col_stride] (a stride is 0 where the bias has a
 // dimension of 1). data == nullptr: no bias.
+// Optionally also a decomposed relative-position bias (SAM's ViT-Det, Device's Fp16RelativeBias in
+// fp32): the keys form a grid_h x grid_w grid (grid_h * grid_w = T), and the score of head h,
+// query i, key j gets rows[(h * T + i) * grid_h + j / grid_w] + cols[(h * T + i) * grid_w +
+// j % grid_w], after the dense term: ((scale q.k + data) + row) + col, SAM's order. Added per
+// query row, never laid out as T x T.
+struct RelativeAttentionBias {
+  const float* rows = nullptr;
+  const float* cols = nullptr;
+  int64_t grid_h = 0, grid_w = 0;
+  bool present() const { return rows != nullptr; }
+};
+
 struct AttentionBias {
   const float* data = nullptr;
   int64_t head_stride = 0, row_stride = 0, col_stride = 0;
+  RelativeAttentionBias relative;
 };
 
 struct AttentionShape {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/simd.h"
 #include "sim/sim_device.h"
 
 namespace npuflow {
@@ -138,6 +139,69 @@ TEST(DeviceAttention, ABiasThatDiffersPerHeadRunsAsOneCallPerHead) {
   for (size_t i = 0; i < want.size(); ++i)
     moved = std::max(moved, double(std::abs(wrong[i] - want[i])));
   EXPECT_GT(moved, 10 * worst);
+}
+
+// SAM's decomposed relative-position bias (a 3 x 4 key grid here), given by its factors: the host's
+// tiled kernels (vector and portable) hold the double reference to fp32 rounding; on the device
+// it is one call carrying the factors (their fp16 roundings and the device's arithmetic within
+// 2e-2), or one call per head beside a per-head dense bias; a factor fp16 cannot hold is refused
+// before the device is called.
+TEST(DeviceAttention, RelativeBiasFromItsFactorsOnHostAndDevice) {
+  Sequence s = sequence(5, 4);
+  const int64_t grid_h = 3, grid_w = 4, t = s.tokens;
+  ASSERT_EQ(grid_h * grid_w, t);
+  std::mt19937 rng(6);
+  std::normal_distribution<float> factor(0.0f, 2.0f);
+  std::vector<float> rows(static_cast<size_t>(s.heads * t * grid_h));
+  std::vector<float> cols(static_cast<size_t>(s.heads * t * grid_w));
+  for (float& v : rows) v = factor(rng);
+  for (float& v : cols) v = factor(rng);
+  AttentionBias bias;
+  bias.relative = {rows.data(), cols.data(), grid_h, grid_w};
+  const float scale = 0.125f;
+  const size_t outputs = static_cast<size_t>(t * s.hidden);
+  std::vector<float> exact(outputs), plain(outputs);
+  host_attention_reference(s.qkv.data(), s.shape(), scale, bias, false, exact.data());
+  host_attention_reference(s.qkv.data(), s.shape(), scale, {}, false, plain.data());
+  auto worst = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    double w = 0;
+    for (size_t i = 0; i < a.size(); ++i) w = std::max(w, double(std::abs(a[i] - b[i])));
+    return w;
+  };
+  EXPECT_GT(worst(exact, plain), 0.1);  // the bias moves the result
+  for (bool vectors : {false, true}) {
+    allow_avx2_kernels(vectors);
+    std::vector<float> host(outputs);
+    host_attention(s.qkv.data(), s.shape(), scale, bias, false, host.data(), {});
+    EXPECT_LE(worst(host, exact), 1e-5) << "vectors " << vectors;
+  }
+  allow_avx2_kernels(true);
+  sim::SimDevice sim;
+  bool expressible = false;
+  std::vector<float> got(outputs);
+  ASSERT_TRUE(
+      device_attention(sim, s.qkv.data(), s.shape(), scale, bias, got.data(), {}, &expressible)
+          .is_ok());
+  EXPECT_TRUE(expressible);
+  EXPECT_EQ(sim.profile().attention_calls, 1);
+  EXPECT_LE(worst(got, exact), 2e-2);
+  // With a dense bias that differs per head: one call per head, each with its heads' factors.
+  std::vector<float> dense(static_cast<size_t>(s.heads * t * t));
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = -0.1f * float(i % 7);
+  AttentionBias both{dense.data(), t * t, t, 1, bias.relative};
+  host_attention_reference(s.qkv.data(), s.shape(), scale, both, false, exact.data());
+  ASSERT_TRUE(
+      device_attention(sim, s.qkv.data(), s.shape(), scale, both, got.data(), {}, &expressible)
+          .is_ok());
+  EXPECT_EQ(sim.profile().attention_calls, 1 + s.heads);
+  EXPECT_LE(worst(got, exact), 2e-2);
+  rows[7] = 1e6f;  // beyond fp16
+  EXPECT_EQ(
+      device_attention(sim, s.qkv.data(), s.shape(), scale, bias, got.data(), {}, &expressible)
+          .code(),
+      StatusCode::kUnsupported);
+  EXPECT_FALSE(expressible);
+  EXPECT_EQ(sim.profile().attention_calls, 1 + s.heads);
 }
 
 TEST(DeviceAttention, RefusesWhatOneFp16MaskCannotSayWithoutCallingTheDevice) {
