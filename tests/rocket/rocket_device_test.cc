@@ -274,6 +274,36 @@ TEST(RocketDevice, RelativeBiasRunsInBandsOfQueriesPerHead) {
   }
 }
 
+// A band mask is the factors' sum rounded to fp16: where the sum is beyond fp16's range (each term
+// within it) the call is refused before the library is called, and the host, which adds the terms
+// in fp32, takes it.
+TEST(RocketDevice, ARelativeBiasSumBeyondFp16IsRefused) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  const int64_t t = 4, grid = 2, kv = grid * grid, hd = 32;
+  const auto q = random_halves(static_cast<size_t>(t * hd), 7);
+  const auto k = random_halves(static_cast<size_t>(kv * hd), 8);
+  const auto v = random_halves(static_cast<size_t>(hd * kv), 9);
+  std::vector<uint16_t> rows(static_cast<size_t>(t * grid), float_to_half_bits(0.5f));
+  std::vector<uint16_t> cols(rows.size(), float_to_half_bits(0.25f));
+  rows[3] = cols[3] = float_to_half_bits(40000.0f);  // query 1: 80000 at its last key
+  std::vector<uint16_t> out(static_cast<size_t>(t * hd));
+  Fp16Attention call{t,      kv,       hd,       hd,       1,       1,
+                     0.125f, q.data(), k.data(), v.data(), nullptr, out.data()};
+  call.relative = {grid, grid, rows.data(), cols.data()};
+  const Status status = device->attention_fp16(call, {});
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported) << status.to_string();
+  EXPECT_NE(status.message().find("beyond fp16"), std::string::npos) << status.to_string();
+  EXPECT_EQ(device->profile_report().find("rocket_flash_attn_fp16_ctx"), std::string::npos)
+      << device->profile_report();
+  HostDevice host{DeviceOptions{}};
+  ASSERT_TRUE(host.attention_fp16(call, {}).is_ok());
+  // Query 1's last key dominates: its output row is that key's value column.
+  for (int64_t c = 0; c < hd; ++c) {
+    EXPECT_EQ(out[(1 * hd) + c], v[c * kv + kv - 1]) << c;
+  }
+}
+
 TEST(RocketDevice, RefusalsAreUnsupportedWithTheLibrarysReason) {
   auto device = rocket_on_sim();
   ASSERT_NE(device, nullptr);
