@@ -470,6 +470,16 @@ std::vector<double> attention_reference(const Fp16Attention& c) {
   return out;
 }
 
+// Worst |out - definition| of a call that ran.
+double attention_error(const Fp16Attention& call, const std::vector<uint16_t>& out) {
+  const std::vector<double> want = attention_reference(call);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(double(half_bits_to_float(out[i])) - want[i]));
+  }
+  return worst;
+}
+
 // Attention is optional: a device that offers it is within the fp16 bound of the definition
 // over a grid of tokens, keys, head sizes, grouped-query heads, masks (fully masked rows give
 // zeros) and soft-caps (0.5 caps most scores here); one that does not refuses every call with
@@ -500,12 +510,7 @@ TEST_P(Conformance, AttentionIsWithinTheFp16BoundOrRefused) {
             continue;
           }
           ASSERT_TRUE(status.is_ok()) << status.to_string();
-          const std::vector<double> want = attention_reference(o.call);
-          double worst = 0;
-          for (size_t i = 0; i < want.size(); ++i) {
-            const double got = half_bits_to_float(o.out[i]);
-            worst = std::max(worst, std::abs(got - want[i]));
-          }
+          const double worst = attention_error(o.call, o.out);
           // |out| <= 1; fp16 operands, P rounded twice and a sum over <= 100 keys in fp16
           // tiles: a few ulps of 1 (0.001 each).
           EXPECT_LE(worst, 4e-3);
@@ -525,16 +530,6 @@ TEST_P(Conformance, AttentionIsWithinTheFp16BoundOrRefused) {
   if (GetParam() != "rocket_board") {
     EXPECT_TRUE(*offered) << GetParam() << " must offer attention";
   }
-}
-
-// Worst |out - definition| of a call that ran.
-double attention_error(const Fp16Attention& call, const std::vector<uint16_t>& out) {
-  const std::vector<double> want = attention_reference(call);
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::abs(double(half_bits_to_float(out[i])) - want[i]));
-  }
-  return worst;
 }
 
 // A decomposed relative-position bias (SAM's) is within the fp16 bound of the definition on every
