@@ -234,7 +234,7 @@ clean:
 FIXTURES_DIR := tests/fixtures/vision
 FIXTURES_FULL_DIR ?= $(BUILD_DIR)/fixtures-full
 
-.PHONY: fixtures fixtures-full fixtures-unet fixtures-sam faithfulness fixtures-matrix
+.PHONY: fixtures fixtures-full fixtures-unet fixtures-sam fixtures-windowed faithfulness fixtures-matrix
 fixtures:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_vision.py small $(FIXTURES_DIR)
 
@@ -248,6 +248,10 @@ fixtures-unet:
 # transformers' SamModel at a tiny random configuration (issue #14), committed.
 fixtures-sam:
 	"$$(bash tools/fixtures/venv.sh)/bin/python" tools/fixtures/export_sam.py tests/fixtures/sam
+
+# RF-DETR's windowed DINOv2 backbone (issue #14) at random weights, committed; transformers 5.x.
+fixtures-windowed:
+	"$$(bash tools/fixtures/venv.sh next)/bin/python" tools/fixtures/export_windowed.py tests/fixtures/windowed
 
 # The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
 # DEVICE=sim for the simulator's table).

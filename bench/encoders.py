@@ -1,6 +1,7 @@
 """npuflow's host device against the ONNX Runtime CPU EP on the encoder families at real size
 (random weights): ViT-B/16, CLIP-B/16, SigLIP-B/16 (224 px), DINOv2-S and Depth Anything V2 S
-(518 px, 1370 tokens), BERT-base at 128 and 512 tokens.
+(518 px, 1370 tokens), BERT-base at 128 and 512 tokens, and RF-DETR Base's windowed DINOv2-S
+backbone (560 px: 16 windows of 101 tokens, 4 global blocks over 1616).
 
 Both sessions live in this process with the same intra-op thread count (2 by default) and run
 alternately, npuflow then CPU EP, --runs times after a warm-up; the table gives the medians and the
@@ -43,22 +44,26 @@ MODELS = {
     "depth_anything": ("Depth Anything V2 S", "depth_anything.onnx", ("vision", "depth_anything")),
     "bert128": ("BERT-base, 128 tokens", "bert_128.onnx", ("bert", 128)),
     "bert512": ("BERT-base, 512 tokens", "bert_512.onnx", ("bert", 512)),
+    "rfdetr": ("RF-DETR Base backbone", "rfdetr_base.onnx", ("windowed", "base")),
 }
 # Token counts at the exported size, for claims whose shapes ONNX left symbolic (TorchScript's
 # DINOv2 interpolates its position embedding from the image, so T is not static in the graph).
 TOKENS = {"vit": 197, "clip": 197, "siglip": 196, "dinov2": 1370, "depth_anything": 1370,
-          "bert128": 128, "bert512": 512}
+          "bert128": 128, "bert512": 512, "rfdetr": 101}
 
 
-def fixtures_python() -> str:
-    venv = subprocess.run(["bash", str(ROOT / "tools" / "fixtures" / "venv.sh")], check=True,
+def fixtures_python(which: str = "") -> str:
+    """The fixtures venv's python: transformers 4.x, or 5.x with which="next"."""
+    venv = subprocess.run(["bash", str(ROOT / "tools" / "fixtures" / "venv.sh")] +
+                          ([which] if which else []), check=True,
                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
     return str(Path(venv) / "bin" / "python")
 
 
 def export_dir(python: str) -> Path:
     pins = hashlib.sha256()
-    for source in ("tools/fixtures/export_vision.py", "bench/export_models.py"):
+    for source in ("tools/fixtures/export_vision.py", "bench/export_models.py",
+                   "tools/fixtures/export_windowed.py"):
         pins.update((ROOT / source).read_bytes())
     pins.update(python.encode())
     return CACHE / f"bench-encoders-{pins.hexdigest()[:12]}"
@@ -72,8 +77,12 @@ def ensure_export(file: str, how: str, arg, python: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     print(f"exporting {file} into {out} (once)", file=sys.stderr, flush=True)
     partial = path.with_suffix(".partial.onnx")
-    subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg), str(partial)],
-                   check=True)
+    if how == "windowed":  # rfdetr's module needs transformers 5.x
+        subprocess.run([fixtures_python("next"), str(ROOT / "tools/fixtures/export_windowed.py"),
+                        "--base", str(partial)], check=True)
+    else:
+        subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg),
+                        str(partial)], check=True)
     partial.rename(path)
     return path
 

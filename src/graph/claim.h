@@ -123,6 +123,9 @@ struct EncoderLayerRef {
   // Constant tables stored transposed (ORT's transpose optimizer): the perm that lays them out
   // as [.., T, head_dim] at rank 4; empty when they already are.
   std::vector<int64_t> rope_perm;
+  // Windowed encoders (RF-DETR's DINOv2): this many consecutive sequences of the stream attend as
+  // one (a global block over its windows); 1: each sequence attends within itself.
+  int64_t attention_group = 1;
 };
 struct EncoderExitRef {
   std::string value;  // the graph value it writes

@@ -89,7 +89,7 @@ std::string work_json(const Claim& claim) {
 
 std::string encoder_json(const Claim& claim, const std::vector<std::string>& node_names) {
   const VisionEncoderClaim& e = claim.encoder;
-  std::vector<std::string> exits, activations;
+  std::vector<std::string> exits, activations, groups;
   for (const EncoderExitRef& x : e.exits) {
     exits.push_back(str_cat("{\"value\":\"", json_escape(x.value), "\",\"stream_index\":",
                             x.stream_index, ",\"norm\":", x.norm >= 0 ? "true" : "false", "}"));
@@ -104,6 +104,7 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     activations.push_back(str_cat("\"", encoder_activation_name(l.activation), "\""));
     layer_scale += l.layer_scale1.empty() ? 0 : 1;
     post_norm += l.pre_norm ? 0 : 1;
+    groups.push_back(str_cat(l.attention_group));
   }
   return str_cat(
       "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"", json_escape(claim.anchor_name),
@@ -119,8 +120,9 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       ",\"activations\":[", join(activations, ","), "],\"exits\":[", join(exits, ","),
       "],\"attention_bias\":", biases.empty() ? "false" : "true",
       ",\"attention_biases\":", biases.size(), ",\"rotary_layers\":", rotary,
-      ",\"gated_mlp_layers\":", gated, ",\"program_ops\":", e.program.ops.size(), ",\"note\":\"",
-      json_escape(e.note), "\",\"work\":", work_json(claim), "}");
+      ",\"gated_mlp_layers\":", gated, ",\"attention_groups\":[", join(groups, ","),
+      "],\"program_ops\":", e.program.ops.size(), ",\"note\":\"", json_escape(e.note),
+      "\",\"work\":", work_json(claim), "}");
 }
 
 }  // namespace

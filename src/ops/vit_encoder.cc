@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <numeric>
 
 #include "core/fp16.h"
 #include "core/strings.h"
@@ -175,6 +176,14 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     layer.scale = lw.attention_scale;
     layer.nan_to_zero = lw.softmax_nan_to_zero;
     layer.activation = lw.activation;
+    if (lw.attention_group < 1 ||
+        (lw.attention_group > 1 && (lw.attention_bias_input >= 0 || lw.rope_cos.present))) {
+      // A bias or a rotary table is laid out per sequence: a group would need its own.
+      return invalid_argument(str_cat("layer ", index, " attends over ", lw.attention_group,
+                                      " sequences; a group of several takes no bias or rotary"));
+    }
+    layer.attention_group = lw.attention_group;
+    plan->sequence_group_ = std::lcm(plan->sequence_group_, lw.attention_group);
     plan->layers_.push_back(std::move(layer));
   }
   for (const NormWeights& w : spec.exit_norms) plan->exit_norms_.push_back(norm(w));
@@ -317,7 +326,11 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
   std::lock_guard<std::mutex> lock(mutex_);
   Scratch& s = *scratch_;
   const int64_t d = hidden_;
-  const int64_t per_pass = batch_wide_ ? std::max<int64_t>(batch, 1) : 1;
+  if (batch % sequence_group_ != 0) {
+    return invalid_argument(str_cat("a batch of ", batch, " sequences does not split into the ",
+                                    sequence_group_, "-sequence groups a layer attends over"));
+  }
+  const int64_t per_pass = batch_wide_ ? std::max<int64_t>(batch, 1) : sequence_group_;
   const int64_t patch_rows_padded = from_pixels_ ? pad_rows(tokens) : 0;
   for (int64_t first = 0; first < batch; first += per_pass) {
     const int64_t images = std::min(per_pass, batch - first);
@@ -460,17 +473,19 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
     NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, rp, rows, s.qkv.data(), context));
     float* ctx = s.ctx.data();
     const AttentionBias no_bias;
-    const bool on_device = device_attention_min_tokens_ &&
-                           tokens >= *device_attention_min_tokens_ &&
+    // A group's sequences lie one after another: it attends as one sequence of span rows.
+    const int64_t group = L.attention_group;
+    const int64_t span = group * tokens;
+    const bool on_device = device_attention_min_tokens_ && span >= *device_attention_min_tokens_ &&
                            static_cast<int64_t>(li) > last_hazard_;
-    for (int64_t i = 0; i < images; ++i) {
+    for (int64_t i = 0; i < images; i += group) {
       float* qkv = s.qkv.data() + i * tokens * 3 * d;
       const auto image = static_cast<size_t>(i);
       if (L.rope) apply_rotary(qkv, tokens, d, heads_, s.rotary[image][li]);
       const AttentionBias& bias =
           L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias;
       auto on_host = [&] {
-        host_attention(qkv, {tokens, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
+        host_attention(qkv, {span, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
                        context);
         return Status::ok();
       };
@@ -481,11 +496,10 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
       bool expressible = true;
       NPUFLOW_RETURN_IF_ERROR(attention_fallback_.run(
           [&]() -> Status {
-            const Status status =
-                device_attention(*device_, qkv, {tokens, d, heads_}, L.scale, bias,
-                                 ctx + i * tokens * d, context, &expressible);
+            const Status status = device_attention(*device_, qkv, {span, d, heads_}, L.scale, bias,
+                                                   ctx + i * tokens * d, context, &expressible);
             if (!expressible && !inexpressible_attention_logged_.exchange(true)) {
-              logger_.info(str_cat(name_, ": a ", tokens, "-token attention runs on the host (",
+              logger_.info(str_cat(name_, ": a ", span, "-token attention runs on the host (",
                                    status.message(), "; reported once)"));
             }
             // What fp16 or one mask cannot say is the host's by design, not a fallback.
@@ -493,7 +507,7 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
           },
           on_host, fallback_calls_, logger_,
           [&](const Status& status) {
-            return str_cat(name_, ": ", device_->name(), " did not take a ", tokens,
+            return str_cat(name_, ": ", device_->name(), " did not take a ", span,
                            "-token attention (", status.to_string(),
                            "); such calls run on the host (reported once)");
           }));

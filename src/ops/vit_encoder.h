@@ -91,6 +91,9 @@ struct EncoderLayerWeights {
   int64_t attention_bias_input = -1;
   // Rotary position embedding on q and k: cos and sin broadcastable to [B|1, 1, T, head_dim].
   SideOperand rope_cos, rope_sin;
+  // This many consecutive sequences of the batch attend as one sequence (a windowed encoder's
+  // global block: its windows are the sequences); 1: each sequence attends within itself.
+  int64_t attention_group = 1;
 };
 
 struct PatchEmbedWeights {
@@ -186,6 +189,7 @@ class VitEncoder {
     std::vector<float> ls1, ls2;
     float scale = 1.0f;
     bool nan_to_zero = false;
+    int64_t attention_group = 1;
     EncoderActivation activation = EncoderActivation::kGeluErf;
   };
   struct Scratch;
@@ -231,6 +235,8 @@ class VitEncoder {
   // Some projection is dynamic int8: its quantization spans the batch, so every image of it
   // goes through each layer together (one pass); else one image per pass.
   bool batch_wide_ = false;
+  // The sequences a pass must hold whole: every layer's attention group divides it.
+  int64_t sequence_group_ = 1;
   std::vector<Norm> exit_norms_;
   std::vector<EncoderExit> exits_;
   mutable std::mutex mutex_;

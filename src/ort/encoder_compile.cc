@@ -232,6 +232,7 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     w.layer_scale2 = opt(l.layer_scale2);
     w.attention_scale = l.attention_scale;
     w.softmax_nan_to_zero = l.softmax_nan_to_zero;
+    w.attention_group = l.attention_group;
     w.activation = l.activation;
     spec.layers.push_back(std::move(w));
   }

@@ -317,6 +317,69 @@ TEST(VitEncoder, RefusedDeviceAttentionFallsBackWithOneWarning) {
   EXPECT_GE(sim->profile().refused, 1);
 }
 
+// A windowed encoder's global block: with attention_group g the layer attends over g consecutive
+// sequences as one. [4, T, D] in groups of 2 is the same memory as [2, 2T, D] in groups of 1, so
+// the two runs must agree bit for bit, and differ from [4, T, D] attended sequence by sequence.
+TEST(VitEncoder, AttentionGroupJoinsConsecutiveSequences) {
+  const int64_t d = 32, tokens = 5, ff = 48;
+  std::mt19937 rng(11);
+  const Tensor g = random({d}, rng, 0.1f, 1), b = random({d}, rng, 0.1f);
+  const Tensor wq = random({d, d}, rng, 0.3f), wk = random({d, d}, rng, 0.3f),
+               wv = random({d, d}, rng, 0.3f), wo = random({d, d}, rng, 0.3f),
+               w1 = random({d, ff}, rng, 0.2f), w2 = random({ff, d}, rng, 0.2f);
+  const Tensor bd = random({d}, rng, 0.1f), bf = random({ff}, rng, 0.1f);
+  const Tensor x = random({4, tokens, d}, rng, 1.0f);
+  auto spec_with = [&](int64_t group) {
+    VitEncoderSpec spec;
+    spec.hidden = d;
+    spec.heads = 2;
+    spec.from_pixels = false;
+    EncoderLayerWeights l;
+    l.norm1 = l.norm2 = {g.ref(), b.ref(), 1e-6f};
+    l.q = {wq.ref(), false, bd.ref()};
+    l.k = {wk.ref(), false, bd.ref()};
+    l.v = {wv.ref(), false, bd.ref()};
+    l.o = {wo.ref(), false, bd.ref()};
+    l.fc1 = {w1.ref(), false, bf.ref()};
+    l.fc2 = {w2.ref(), false, bd.ref()};
+    l.attention_scale = 0.25f;
+    l.attention_group = group;
+    spec.layers = {l};
+    spec.exits = {{1, -1}};
+    return spec;
+  };
+  auto host = std::make_shared<HostDevice>(DeviceOptions{});
+  auto run = [&](int64_t group, std::vector<int64_t> shape) {
+    auto plan = VitEncoder::create("group", spec_with(group), host, Logger());
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    std::vector<float> out(x.data.size(), -7.0f);
+    const Status status =
+        plan.value()->run({x.data.data(), std::move(shape)}, {}, {out.data()}, ExecContext{});
+    EXPECT_TRUE(status.is_ok()) << status.to_string();
+    return out;
+  };
+  const std::vector<float> grouped = run(2, {4, tokens, d});
+  const std::vector<float> joined = run(1, {2, 2 * tokens, d});
+  const std::vector<float> alone = run(1, {4, tokens, d});
+  EXPECT_EQ(grouped, joined);
+  float moved = 0;
+  for (size_t i = 0; i < grouped.size(); ++i)
+    moved = std::max(moved, std::fabs(grouped[i] - alone[i]));
+  EXPECT_GT(moved, 1e-2f);
+
+  // A batch the groups do not divide, a group of 0 and a group with a bias are refused.
+  auto plan = VitEncoder::create("group", spec_with(2), host, Logger());
+  ASSERT_TRUE(plan.is_ok());
+  std::vector<float> out(static_cast<size_t>(3 * tokens * d));
+  EXPECT_EQ(
+      plan.value()->run({x.data.data(), {3, tokens, d}}, {}, {out.data()}, ExecContext{}).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_FALSE(VitEncoder::create("group", spec_with(0), host, Logger()).is_ok());
+  VitEncoderSpec biased = spec_with(2);
+  biased.layers[0].attention_bias_input = 0;
+  EXPECT_FALSE(VitEncoder::create("group", biased, host, Logger()).is_ok());
+}
+
 TEST(VitEncoder, RefusesHeadsThatDoNotDivideTheWidth) {
   VitEncoderSpec spec;
   spec.hidden = 30;

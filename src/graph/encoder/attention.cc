@@ -195,30 +195,37 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   att.v = val->linear.ref;
   att.d = d;
   att.scale = scale;
-  // Replay the layouts on index tensors: Q, V -> [1,H,T,dh], K -> [1,H,dh,T], merge -> [1,T,D].
-  // The source is the projection's output [1,T,N] (N = 3D when fused); a part's expected
-  // values are its D columns at `offset`.
+  // Replay the layouts on index tensors: Q, V -> [B,H,T,dh], K -> [B,H,dh,T], merge -> [B,T,D].
+  // The source is the projection's output [B,T,N] (N = 3D when fused); a part's expected
+  // values are its D columns at `offset`. B is the stream's batch where the export fixed it (a
+  // windowed encoder's windows), else 1: shape chains read a dynamic batch as 1.
   const int64_t t = tokens > 0 ? tokens : 5;
   const int64_t n = fused ? 3 * d : d;
+  const auto stream_shape = static_shape(q->linear.x);
+  const int64_t b =
+      stream_shape && stream_shape->size() == 3 && (*stream_shape)[0] > 1 ? (*stream_shape)[0] : 1;
   auto source = [&] {
     IndexTensor x;
-    x.shape = {1, t, n};
-    x.data.resize(static_cast<size_t>(t * n));
+    x.shape = {b, t, n};
+    x.data.resize(static_cast<size_t>(b * t * n));
     for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<int32_t>(i);
     return x;
   };
   auto expect = [&](int64_t h, bool key, int64_t stride, int64_t offset) {
     const int64_t dh = d / h;
     std::vector<int32_t> out;
-    for (int64_t hh = 0; hh < h; ++hh) {
-      if (key) {
-        for (int64_t c = 0; c < dh; ++c)
-          for (int64_t tt = 0; tt < t; ++tt)
-            out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
-      } else {
-        for (int64_t tt = 0; tt < t; ++tt)
+    for (int64_t bb = 0; bb < b; ++bb) {
+      const int64_t row0 = bb * t;
+      for (int64_t hh = 0; hh < h; ++hh) {
+        if (key) {
           for (int64_t c = 0; c < dh; ++c)
-            out.push_back(static_cast<int32_t>(tt * stride + offset + hh * dh + c));
+            for (int64_t tt = 0; tt < t; ++tt)
+              out.push_back(static_cast<int32_t>((row0 + tt) * stride + offset + hh * dh + c));
+        } else {
+          for (int64_t tt = 0; tt < t; ++tt)
+            for (int64_t c = 0; c < dh; ++c)
+              out.push_back(static_cast<int32_t>((row0 + tt) * stride + offset + hh * dh + c));
+        }
       }
     }
     return out;
@@ -229,10 +236,10 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     bool replayed = false;
     int64_t lo = 0, hi = 0;  // the columns it reads
   };
-  // The stream the projections read is [1, t, d] in every replay: shape chains that read it
+  // The stream the projections read is [b, t, d] in every replay: shape chains that read it
   // (or any value a replay passes through) resolve against the replayed geometry.
   ShapeEnv env;
-  env[q->linear.x] = {1, t, d};
+  env[q->linear.x] = {b, t, d};
   auto replay_part = [&](IndexTensor& x, const Chain& chain) {
     Part part;
     part.replayed = replay(x, chain.ops, chain.split_output, &env) && !x.data.empty();
@@ -303,21 +310,21 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     tried = h;
     // The layouts, not only the data order: a size-1 batch axis moved elsewhere keeps the order
     // but changes every shape after it (the CPU EP then broadcasts the residual add).
-    const std::vector<int64_t> heads_shape = {1, h, t, d / h}, keys_shape = {1, h, d / h, t};
+    const std::vector<int64_t> heads_shape = {b, h, t, d / h}, keys_shape = {b, h, d / h, t};
     ok_q = part_q.replayed && tq.shape == heads_shape && tq.data == expect(h, false, n, 0);
     ok_k =
         part_k.replayed && tk.shape == keys_shape && tk.data == expect(h, true, n, fused ? d : 0);
     ok_v = part_v.replayed && tv.shape == heads_shape &&
            tv.data == expect(h, false, n, fused ? 2 * d : 0);
     IndexTensor tm;
-    tm.shape = {1, h, t, d / h};
+    tm.shape = {b, h, t, d / h};
     tm.data = expect(h, false, d, 0);
     ShapeEnv merge_env = env;
-    // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm (B
-    // is 1 here). The shape too: a merge to [T, B, D] keeps the order of a batch of 1 but makes
-    // the CPU EP broadcast the residual add to [T, T, D].
-    ok_m = replay(tm, merge, 0, &merge_env) &&
-           (tm.shape == std::vector<int64_t>{1, t, d} || tm.shape == std::vector<int64_t>{t, d});
+    // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
+    // The shape too: a merge to [T, B, D] keeps the order of a batch of 1 but makes the CPU EP
+    // broadcast the residual add to [T, T, D].
+    ok_m = replay(tm, merge, 0, &merge_env) && (tm.shape == std::vector<int64_t>{b, t, d} ||
+                                                tm.shape == std::vector<int64_t>{b * t, d});
     for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
       ok_m = tm.data[i] == static_cast<int32_t>(i);
     if (ok_q && ok_k && ok_v && ok_m) {

@@ -29,11 +29,35 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     }
     Used local;
     EncoderLayerRef L;
-    // The output projection (its width fixes D for the LayerScale check).
+    // The output projection (its width fixes D for the LayerScale check), seen through a
+    // Reshape that splits a global block's merged sequences back into the stream's.
     Used o_used;
     std::string ls1;
-    ValueId o_value = branch;
-    auto o = linear(o_value, o_used);
+    int64_t group = 1;
+    const auto projection = [&](ValueId x, Used& u) -> std::optional<Linear> {
+      group = 1;
+      if (auto direct = linear(x, u)) {
+        // ORT folds the split into the Reshape after its Gemm (and the head merge into the one
+        // before it): the projection reads the merged sequences [B/g, g T, ..] and writes the
+        // stream's rows in the same order. The attention's replay proves that layout over g T.
+        const auto in = static_shape(direct->x);
+        const auto out = static_shape(x);
+        if (tokens > 0 && in && out && in->size() >= 3 && out->size() == 3 && (*out)[1] == tokens &&
+            (*in)[1] > tokens && (*in)[1] % tokens == 0) {
+          group = (*in)[1] / tokens;
+          if ((*out)[0] > 0 && (*in)[0] > 0 && (*out)[0] != group * (*in)[0]) return std::nullopt;
+        }
+        return direct;
+      }
+      auto split = regroup(x, tokens, /*merge=*/false);
+      if (!split || non_shape_consumers(split->input).size() != 1) return std::nullopt;
+      auto merged = linear(split->input, u);
+      if (!merged) return std::nullopt;
+      u.push_back(producer(x));
+      group = split->group;
+      return merged;
+    };
+    auto o = projection(branch, o_used);
     if (!o) {
       if (NodeId mul = producer_is(branch, "Mul"); mul != kNoNode) {
         for (int side = 0; side < 2 && !o; ++side) {
@@ -41,7 +65,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
           const ValueId x = g_.node(mul).input(static_cast<size_t>(1 - side));
           if (!float_constant(c) || float_count(c) <= 1) continue;
           o_used.clear();
-          o = linear(x, o_used);
+          o = projection(x, o_used);
           if (o && float_count(c) == o->n && non_shape_consumers(x).size() == 1) {
             ls1 = name(c);
             o_used.push_back(mul);
@@ -56,11 +80,17 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     L.layer_scale1 = ls1;
     L.o = o->ref;
     Fail att_why;
-    auto att = attention(*o, tokens, local, att_why);
+    auto att = attention(*o, tokens * group, local, att_why);
     if (!att) {
       if (!att_why.reason.empty()) why = att_why;
       continue;
     }
+    if (group > 1 && (att->bias != kNoValue || att->rope_cos != kNoValue)) {
+      why = {"block_shape", str_cat("the attention over ", group,
+                                    " merged sequences adds a bias or a rotary embedding")};
+      continue;
+    }
+    L.attention_group = group;
     L.q = att->q;
     L.k = att->k;
     L.v = att->v;
@@ -85,8 +115,8 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
     // stream itself (ModernBERT's first layer) when the attention reads h; else pre-LN.
     enum class Form { kPost, kPre, kPreWithoutAttentionNorm };
     const std::vector<Form> forms =
-        att->x == h ? std::vector<Form>{Form::kPost, Form::kPreWithoutAttentionNorm}
-                    : std::vector<Form>{Form::kPre};
+        att->x == h && group == 1 ? std::vector<Form>{Form::kPost, Form::kPreWithoutAttentionNorm}
+                                  : std::vector<Form>{Form::kPre};
     for (Form form : forms) {
       EncoderLayerRef F = L;
       Used f_used = local;
@@ -105,14 +135,25 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
         mid = lns[0].first;
       } else if (form == Form::kPre) {
         Used ln_used;
-        auto ln = layernorm(att->x, ln_used);
-        if (!ln || ln->x != h) {
+        // A global block merges its sequences before its LayerNorm or after it (one per token).
+        ValueId normed = att->x;
+        const auto merge = [&](ValueId& v) {
+          auto m = group > 1 ? regroup(v, tokens, /*merge=*/true) : std::nullopt;
+          if (!m || m->group != group) return false;
+          ln_used.push_back(producer(v));
+          v = m->input;
+          return true;
+        };
+        bool merged = merge(normed);
+        auto ln = layernorm(normed, ln_used);
+        if (ln && !merged) merged = merge(ln->x);
+        if (!ln || ln->x != h || merged != (group > 1)) {
           why = {"block_shape", "the attention input is neither the stream nor a LayerNorm of it"};
           continue;
         }
         F.pre_norm = true;
         F.norm1 = ln->ref;
-        last_norm1_ = {att->x, ln->ref};
+        last_norm1_ = {normed, ln->ref};
         f_used.insert(f_used.end(), ln_used.begin(), ln_used.end());
         mid = a1.outputs[0];
       } else {

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/strings.h"
 #include "graph/encoder/matcher.h"
 
 namespace npuflow {
@@ -12,9 +13,26 @@ std::optional<Claim> Matcher::run(NodeId conv_id, Fail& why, bool from_pixels) {
   Embedding emb;
   if (!embedding(conv_id, enc, emb, why)) return std::nullopt;
   Stack s;
-  if (!stack(emb.value, emb.tokens, enc, s, why)) return std::nullopt;
+  bool windowed = false;
+  if (!stack(emb.value, emb.tokens, enc, s, why)) {
+    // A windowed encoder partitions its embedded tokens into windows before the first block:
+    // the claim starts at the blocks' stream, the partition stays on the CPU EP.
+    for (const auto& [start, tokens] : partitioned_streams(emb.value)) {
+      Fail ignored;
+      if (!stack(start, tokens, enc, s, ignored)) continue;
+      windowed = true;
+      from_pixels = false;
+      emb.tokens = tokens;
+      break;
+    }
+    if (!windowed) return std::nullopt;
+  }
   auto claimed = close_claim(emb, s, from_pixels, enc, why);
   if (!claimed || !constants_fit(enc, emb.tokens, why)) return std::nullopt;
+  if (windowed) {
+    enc.note = str_cat("the embedding and its partition into ", emb.tokens,
+                       "-token windows run on the CPU EP; the claim starts at the windows");
+  }
   enc.family = encoder_family(enc);
   return encoder_claim(g_.node(conv_id).name, *claimed, std::move(enc));
 }

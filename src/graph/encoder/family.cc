@@ -9,6 +9,9 @@ std::string encoder_family(const VisionEncoderClaim& enc) {
   const bool layer_scale = !enc.layers.empty() && !enc.layers[0].layer_scale1.empty();
   int taps = 0;
   for (const auto& e : enc.exits) taps += e.norm >= 0 && e.stream_index > 0 ? 1 : 0;
+  const bool windowed = std::any_of(enc.layers.begin(), enc.layers.end(),
+                                    [](const EncoderLayerRef& l) { return l.attention_group > 1; });
+  if (layer_scale && windowed) return "dinov2_windowed";
   if (layer_scale && taps >= 4) return "depth_anything";
   if (layer_scale) return "dinov2";
   if (enc.pre_norm && enc.layers[0].activation == EncoderActivation::kQuickGelu) return "clip";
@@ -43,6 +46,8 @@ std::vector<GemmWork> encoder_work(const GraphView& graph, const VisionEncoderCl
   const int64_t score_rows = batch > 0 && tokens > 0 ? batch * heads * tokens : -1;
   for (size_t i = 0; i < enc.layers.size(); ++i) {
     const EncoderLayerRef& layer = enc.layers[i];
+    // Each query attends over its group's sequences (a windowed encoder's global block).
+    const int64_t keys = tokens > 0 ? tokens * layer.attention_group : tokens;
     const std::string prefix = str_cat("layer", i, ".");
     const auto [qk, qn] = dims(layer.q);
     const auto [kk, kn] = dims(layer.k);
@@ -51,8 +56,8 @@ std::vector<GemmWork> encoder_work(const GraphView& graph, const VisionEncoderCl
     (void)vk;
     work.push_back({prefix + "qkv", rows, qk, qn + kn + vn, ElementType::kFloat32, false});
     // Per head: scores = Q K^T (contract head_dim), values = P V (contract tokens).
-    work.push_back({prefix + "scores", score_rows, head_dim, tokens, ElementType::kFloat32, true});
-    work.push_back({prefix + "values", score_rows, tokens, head_dim, ElementType::kFloat32, true});
+    work.push_back({prefix + "scores", score_rows, head_dim, keys, ElementType::kFloat32, true});
+    work.push_back({prefix + "values", score_rows, keys, head_dim, ElementType::kFloat32, true});
     const auto [ok, on] = dims(layer.o);
     work.push_back({prefix + "o", rows, ok, on, ElementType::kFloat32, false});
     const auto [f1k, f1n] = dims(layer.fc1);

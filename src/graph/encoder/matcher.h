@@ -6,6 +6,7 @@
 //   rotary.cc      rotary embeddings on q and k (rotate_half), tables laid out
 //   rotary_probe.cc  rotations split across layouts, found as a region and evaluated
 //   block.cc       one pre- or post-LN transformer block along the residual stream, its MLP
+//   windows.cc     a windowed encoder: its global blocks' sequence merge, its partitioned stream
 //   embedding.cc   the patch embedding, class token and position embedding
 //   registers.cc   register tokens inserted among the embedded tokens
 //   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
@@ -215,6 +216,18 @@ class Matcher : public CanonicalGraph {
   std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why) const;
   std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                Fail& why) const;
+  // A Reshape producing `v` that regroups a stream of `tokens`-token sequences: with `merge`,
+  // [B, T, D] -> [B/g, g T, D] (g consecutive sequences become one, as a windowed encoder's
+  // global block does); else back, [B/g, g T, D] -> [B, T, D]. It moves no data. Its input and g.
+  struct Regroup {
+    ValueId input = kNoValue;
+    int64_t group = 1;
+  };
+  std::optional<Regroup> regroup(ValueId v, int64_t tokens, bool merge) const;
+  // The [N, T, D] values computed from `embedded` by data movement alone (a windowed encoder's
+  // window partition, register tokens concatenated), nearest first, with their token counts:
+  // where the claim may start when the embedding itself leads to no block.
+  std::vector<std::pair<ValueId, int64_t>> partitioned_streams(ValueId embedded) const;
   // A residual Add of `branch` to `stream` would broadcast (their known dims differ).
   bool broadcasts(ValueId stream, ValueId branch) const;
   // The MLP branch added to `mid` (the stream after the attention, or its post-LN): fills the

@@ -1,0 +1,125 @@
+"""Windowed DINOv2, RF-DETR's backbone (issue #14 item 2), exported from the `rfdetr` package's own
+module at random weights (tools/fixtures/export_windowed.py). The embedding and its partition
+into windows stay on the CPU EP; the claim covers every block: the windowed ones over the windows
+as sequences, the global ones over each image's windows merged (attention_groups). Gated against
+the CPU EP on host and sim at every optimization level, and near misses (a merge that interleaves
+the windows) are not claimed as a merge and still match."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from gates import assert_every_call_on_the_device, assert_matches, ended_session_profile
+from vision_fixtures import vision_claims, vision_refusals
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "windowed"
+# stem -> (image size, windows per side, global block indexes, window tokens)
+CONFIGS = {
+    "windowed_2x2": (56, 2, [1, 3], 1 + 4),
+    "windowed_4x4": (112, 4, [0, 3], 1 + 3 + 4),
+}
+MODELS = [f"{stem}_{exporter}.onnx" for stem in CONFIGS for exporter in ("torchscript", "dynamo")]
+
+
+def config(model: str):
+    return CONFIGS[model.rsplit("_", 1)[0]]
+
+
+def feed(size: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {"pixel_values": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
+
+
+def test_the_fixtures_are_there():
+    assert sorted(p.name for p in FIXTURES.glob("*.onnx")) == sorted(MODELS)
+
+
+# The TorchScript graph computes its window partition's shapes at run time; unoptimized, shape
+# inference leaves the windows' token count unknown (ORT's constant folding resolves it).
+CASES = [(m, level) for m in MODELS for level in ("disable", "basic", "all")
+         if not (level == "disable" and m.endswith("torchscript.onnx"))]
+
+
+@pytest.mark.parametrize("model,level", CASES)
+def test_every_block_is_claimed_with_its_windows_and_matches_on_host(sessions, model, level):
+    size, windows, global_blocks, window_tokens = config(model)
+    path = str(FIXTURES / model)
+    npu, records = sessions.npuflow(path, level=level)
+    [claim] = vision_claims(records)
+    assert claim["family"] == "dinov2_windowed" and not claim["from_pixels"]
+    groups = [windows * windows if i in global_blocks else 1 for i in range(4)]
+    assert claim["attention_groups"] == groups
+    assert f"{window_tokens}-token windows" in claim["note"]
+    pixels = feed(size)
+    refs = sessions.cpu(path, level=level).run(None, pixels)
+    gots = npu.run(None, pixels)
+    assert len(refs) == len(gots) >= 1
+    for i, (ref, got) in enumerate(zip(refs, gots)):
+        assert_matches(ref, got, "host", f"{model} stage output {i}, {level}")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_simulator_runs_every_call_within_its_gate(sessions, capfd, model):
+    size = config(model)[0]
+    path = str(FIXTURES / model)
+    npu, records = sessions.npuflow(path, level="all", options={"device": "sim", "prof": "1"})
+    assert len(vision_claims(records)) == 1, vision_refusals(records)
+    pixels = feed(size, seed=1)
+    refs = sessions.cpu(path, level="all").run(None, pixels)
+    for i, (ref, got) in enumerate(zip(refs, npu.run(None, pixels))):
+        assert_matches(ref, got, "sim", f"{model} stage output {i}")
+    del npu  # the profile prints when the session ends
+    assert_every_call_on_the_device(ended_session_profile(capfd))
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m.endswith("torchscript.onnx")])
+def test_an_unresolved_window_size_is_refused_and_runs_unchanged(sessions, model):
+    path = str(FIXTURES / model)
+    npu, records = sessions.npuflow(path, level="disable")
+    assert not vision_claims(records)
+    assert vision_refusals(records) == ["no_block"]
+    pixels = feed(config(model)[0])
+    refs = sessions.cpu(path, level="disable").run(None, pixels)
+    for ref, got in zip(refs, npu.run(None, pixels)):
+        np.testing.assert_array_equal(ref, got)
+
+
+def global_merges(graph: onnx.GraphProto, windows: int):
+    """The Reshapes that merge an image's windows into one sequence ([N, T, D] -> [N/g, g T, D])."""
+    inferred = onnx.shape_inference.infer_shapes(onnx.ModelProto(graph=graph, opset_import=[
+        helper.make_opsetid("", 18)]))
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in inferred.graph.value_info}
+    return [n for n in graph.node if n.op_type == "Reshape" and len(dims.get(n.input[0], [])) == 3
+            and len(dims.get(n.output[0], [])) == 3
+            and dims[n.input[0]][0] == windows * windows * dims[n.output[0]][0]
+            and dims[n.output[0]][1] == windows * windows * dims[n.input[0]][1]]
+
+
+@pytest.mark.parametrize("level", ["disable", "all"])
+def test_a_merge_that_interleaves_the_windows_is_not_one(sessions, level):
+    """The first global block's merge goes through [T, N, D] first: its sequence then interleaves
+    the windows' tokens. That is no regrouping of consecutive sequences, so the claim must stop
+    before that block (or not be made) and the output must still be the CPU EP's."""
+    model = onnx.load(str(FIXTURES / "windowed_2x2_dynamo.onnx"))
+    merges = global_merges(model.graph, windows=2)
+    assert len(merges) == 2, [n.name for n in merges]
+    merge = merges[0]
+    interleaved = merge.input[0] + "_interleaved"
+    at = list(model.graph.node).index(merge)
+    model.graph.node.insert(at, helper.make_node("Transpose", [merge.input[0]], [interleaved],
+                                                 perm=[1, 0, 2], name="interleave"))
+    merge.input[0] = interleaved
+    onnx.checker.check_model(model)
+    path = sessions.save(model)
+    npu, records = sessions.npuflow(path, level=level)
+    for claim in vision_claims(records):
+        assert 4 not in claim["attention_groups"], claim["attention_groups"]
+    pixels = feed(56, seed=2)
+    refs = sessions.cpu(path, level=level).run(None, pixels)
+    for i, (ref, got) in enumerate(zip(refs, npu.run(None, pixels))):
+        assert_matches(ref, got, "host", f"interleaved merge, stage output {i}")
