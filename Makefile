@@ -253,6 +253,15 @@ fixtures-sam:
 fixtures-windowed:
 	"$$(bash tools/fixtures/venv.sh next)/bin/python" tools/fixtures/export_windowed.py tests/fixtures/windowed
 
+# A larger draw of generated windowed-DINOv2 configurations than `make test`'s 12 (seed 7).
+WINDOWED_SEED ?= 8
+WINDOWED_COUNT ?= 60
+.PHONY: test-windowed-matrix
+test-windowed-matrix: build
+	NPUFLOW_WINDOWED_SEED=$(WINDOWED_SEED) NPUFLOW_WINDOWED_COUNT=$(WINDOWED_COUNT) \
+	  NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
+	  tests/integration/test_windowed_dinov2.py -k generated
+
 # The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
 # DEVICE=sim for the simulator's table).
 DEVICE ?= host

@@ -38,6 +38,7 @@ MODELS = {
     "large_512": ("modernbert_large_512.onnx", ("modernbert", "large:512")),
     "mmbert_58": ("mmbert_58.onnx", ("modernbert", "mmbert:58")),
     "mmbert_726": ("mmbert_726.onnx", ("modernbert", "mmbert:726")),
+    "rfdetr": (encoders.MODELS["rfdetr"][1], ("windowed", "base")),
 }
 
 SEED_000 = "seed 000 (ort-rocket API.md)"
@@ -89,6 +90,9 @@ ROWS = [
         "backed out of RF-DETR base (here DINOv2-S at 518 px, 1370 global tokens; RF-DETR's "
         "backbone is windowed)", miss="RF-DETR's windowed backbone is not this graph; as SigLIP",
         band=(-0.2, 1.0)),
+    Row("rfdetr_base_ratio", "rfdetr", "ratio", 1.047, f"{SEED_000}: RF-DETR base, r ~ 1.047 "
+        "backed out of its detector figure; here its windowed DINOv2-S backbone at 560 px (16 "
+        "windows of 101 tokens, 4 global blocks over 1616)"),
     Row("depth_anything_ratio", "depth_anything", "ratio", 0.78, f"{SEED_000}: Depth Anything "
         "V2 S, 1370 tokens", miss="ort-rocket's softmax is composed on the NPU (several passes of "
         "the 1370x1370 scores through pack and readback); the plan prices a host softmax",

@@ -6,6 +6,11 @@ the CPU EP on host and sim at every optimization level, and near misses (a merge
 the windows) are not claimed as a merge and still match."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +18,12 @@ import onnx
 import pytest
 from onnx import helper
 
+from conftest import ROOT
 from gates import assert_every_call_on_the_device, assert_matches, ended_session_profile
 from vision_fixtures import vision_claims, vision_refusals
+
+sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
+import matrix_spec  # noqa: E402  (the cache root, the pins, the fixtures venvs)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "windowed"
 # stem -> (image size, windows per side, global block indexes, window tokens)
@@ -123,3 +132,67 @@ def test_a_merge_that_interleaves_the_windows_is_not_one(sessions, level):
     refs = sessions.cpu(path, level=level).run(None, pixels)
     for i, (ref, got) in enumerate(zip(refs, npu.run(None, pixels))):
         assert_matches(ref, got, "host", f"interleaved merge, stage output {i}")
+
+
+# --- generated configurations ---------------------------------------------------------------
+# MATRIX_COUNT configurations drawn from MATRIX_SEED by tools/fixtures/export_windowed.py
+# (matrix_config: widths, heads, depths, 1-4 windows per side, registers, which blocks are
+# windowed, which stages are out, exporter, opset, attention), generated into the cache once.
+# `make test-windowed-matrix` runs a larger draw (NPUFLOW_WINDOWED_SEED / _COUNT).
+MATRIX_SEED = int(os.environ.get("NPUFLOW_WINDOWED_SEED", "7"))
+MATRIX_COUNT = int(os.environ.get("NPUFLOW_WINDOWED_COUNT", "12"))
+EXPORTER = ROOT / "tools" / "fixtures" / "export_windowed.py"
+
+
+def matrix_dir() -> Path:
+    pins = matrix_spec.pins()
+    parts = [f"{k}={pins[k]}" for k in ("FIX_TORCH", "FIX_TRANSFORMERS_NEXT", "FIX_ONNXSCRIPT",
+                                        "PY_ONNX", "RFDETR_VERSION")]
+    parts.append(hashlib.sha1(EXPORTER.read_bytes()).hexdigest())
+    key = hashlib.sha1(f"{MATRIX_SEED}:{MATRIX_COUNT}:{'|'.join(parts)}".encode()).hexdigest()
+    return matrix_spec.cache_root() / f"windowed-matrix-{key[:12]}"
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    directory = matrix_dir()
+    manifest = directory / "manifest.json"
+    if not manifest.exists():
+        partial = directory.with_name(directory.name + ".partial")
+        subprocess.run([matrix_spec.venv_python("next"), str(EXPORTER), "--matrix",
+                        str(MATRIX_SEED), str(MATRIX_COUNT), str(partial)], check=True,
+                       stdout=subprocess.DEVNULL)
+        partial.rename(directory)
+    return directory, json.loads(manifest.read_text())["models"]
+
+
+def test_the_generated_configurations_cover_the_axes(matrix):
+    _, models = matrix
+    assert len(models) == MATRIX_COUNT
+    assert {m["num_windows"] for m in models} >= {1, 2, 3, 4}
+    assert {m["exporter"] for m in models} == {"torchscript", "dynamo"}
+    assert {m["attention"] for m in models} == {"eager", "sdpa"}
+    assert any(m["num_register_tokens"] for m in models)
+    global_blocks = [i for m in models for i in range(int(m["out_features"][-1][5:]))
+                     if i not in m["window_block_indexes"] and m["num_windows"] > 1]
+    assert len(global_blocks) >= 5
+
+
+@pytest.mark.parametrize("index", range(MATRIX_COUNT))
+def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions, index):
+    directory, models = matrix
+    model = models[index]
+    path = str(directory / model["file"])
+    depth = int(model["out_features"][-1][5:])  # the blocks past the last stage out are not run
+    windows = model["num_windows"] ** 2
+    groups = [1 if i in model["window_block_indexes"] else windows for i in range(depth)]
+    pixels = feed(model["image"], seed=index)
+    level = "basic" if index % 2 else "all"
+    refs = sessions.cpu(path, level=level).run(None, pixels)
+    for device in ("host", "sim"):
+        npu, records = sessions.npuflow(path, level=level, options={"device": device})
+        [claim] = vision_claims(records)
+        assert claim["attention_groups"] == groups, model
+        assert claim["layers"] == depth
+        for i, (ref, got) in enumerate(zip(refs, npu.run(None, pixels))):
+            assert_matches(ref, got, device, f"{model['file']} stage output {i}, {level}")

@@ -138,7 +138,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
         // A global block merges its sequences before its LayerNorm or after it (one per token).
         ValueId normed = att->x;
         const auto merge = [&](ValueId& v) {
-          auto m = group > 1 ? regroup(v, tokens, /*merge=*/true) : std::nullopt;
+          auto m = regroup(v, tokens, /*merge=*/true);
           if (!m || m->group != group) return false;
           ln_used.push_back(producer(v));
           v = m->input;
@@ -147,7 +147,7 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
         bool merged = merge(normed);
         auto ln = layernorm(normed, ln_used);
         if (ln && !merged) merged = merge(ln->x);
-        if (!ln || ln->x != h || merged != (group > 1)) {
+        if (!ln || ln->x != h || (group > 1 && !merged)) {
           why = {"block_shape", "the attention input is neither the stream nor a LayerNorm of it"};
           continue;
         }

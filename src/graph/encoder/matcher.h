@@ -218,7 +218,8 @@ class Matcher : public CanonicalGraph {
                                Fail& why) const;
   // A Reshape producing `v` that regroups a stream of `tokens`-token sequences: with `merge`,
   // [B, T, D] -> [B/g, g T, D] (g consecutive sequences become one, as a windowed encoder's
-  // global block does); else back, [B/g, g T, D] -> [B, T, D]. It moves no data. Its input and g.
+  // global block does; g may be 1); else back, [B/g, g T, D] -> [B, T, D]. It moves no data. Its
+  // input and g.
   struct Regroup {
     ValueId input = kNoValue;
     int64_t group = 1;

@@ -36,8 +36,8 @@ std::optional<Matcher::Regroup> Matcher::regroup(ValueId v, int64_t tokens, bool
   }
   // Row-major, with D and T as stated, a Reshape (which keeps the element count) can only put
   // sequence b's token t at (b / g, (b % g) T + t): g consecutive sequences joined.
+  // g = 1 is a Reshape to the shape it has (a windowed encoder's global block with one window).
   const int64_t group = grouped[1] / tokens;
-  if (group < 2) return std::nullopt;
   if (sequences[0] > 0 && grouped[0] > 0 && sequences[0] != group * grouped[0]) return std::nullopt;
   return Regroup{in, group};
 }
