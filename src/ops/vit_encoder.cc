@@ -18,12 +18,6 @@
 namespace npuflow {
 namespace {
 
-constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
-
-int64_t pad_rows(int64_t rows) {
-  return (rows + kRowMultiple - 1) / kRowMultiple * kRowMultiple;
-}
-
 std::vector<float> copy_of(const FloatRef& ref) {
   return std::vector<float>(ref.data, ref.data + ref.count());
 }
@@ -34,16 +28,44 @@ void layer_norm_rows(const float* x, int64_t rows, int64_t d, const std::vector<
   layer_norm(x, rows, d, gamma.data(), beta.empty() ? nullptr : beta.data(), epsilon, y, context);
 }
 
+// A grid layer's geometry and tables fit together, and it has nothing laid out per sequence.
+Status check_grid(const GridAttention& grid, const EncoderLayerWeights& layer, int64_t index,
+                  int64_t head_dim) {
+  const auto refuse = [&](const std::string& why) {
+    return invalid_argument(str_cat("layer ", index, "'s grid attention: ", why));
+  };
+  if (grid.grid_h <= 0 || grid.grid_w <= 0 || grid.window < 0) return refuse("an empty grid");
+  if (layer.attention_group != 1 || layer.attention_bias_input >= 0 || layer.rope_cos.present)
+    return refuse("it takes no group, bias or rotary table");
+  if (grid.rel_h.has_value() != grid.rel_w.has_value())
+    return refuse("a relative-position bias needs both tables");
+  const int64_t rows = grid.window > 0 ? grid.window : grid.grid_h;
+  const int64_t cols = grid.window > 0 ? grid.window : grid.grid_w;
+  if (grid.rel_h && (grid.rel_h->shape != std::vector<int64_t>{rows, rows, head_dim} ||
+                     grid.rel_w->shape != std::vector<int64_t>{cols, cols, head_dim})) {
+    return refuse(str_cat("tables ", shape_string(grid.rel_h->shape), " and ",
+                          shape_string(grid.rel_w->shape), " do not fit a ", rows, "x", cols,
+                          " grid of head_dim ", head_dim));
+  }
+  return Status::ok();
+}
+
 void zero_rows(float* buffer, int64_t from, int64_t to, int64_t cols) {
   if (to > from) std::memset(buffer + from * cols, 0, static_cast<size_t>((to - from) * cols) * 4);
 }
 
 }  // namespace
 
+int64_t VitEncoder::pad_rows(int64_t rows) {
+  constexpr int64_t kRowMultiple = 4;  // the device matmul's M contract
+  return (rows + kRowMultiple - 1) / kRowMultiple * kRowMultiple;
+}
+
 struct VitEncoder::Scratch {
   int64_t rows_padded = -1, patch_rows_padded = -1;
   // The pass's images stacked, `tokens` rows each, then zero rows up to rows_padded.
   std::vector<float> h, a, qkv, ctx, tmp, ff, patches;
+  GridScratch grid;
   // Per image of the pass: the attention biases by side input index (data nullptr where that
   // input is no bias), and each layer's rotary tables (nullptr where it has none).
   std::vector<std::vector<AttentionBias>> biases;
@@ -183,6 +205,15 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
                                       " sequences; a group of several takes no bias or rotary"));
     }
     layer.attention_group = lw.attention_group;
+    if (lw.grid) {
+      NPUFLOW_RETURN_IF_ERROR(check_grid(*lw.grid, lw, index, d / spec.heads));
+      layer.grid.emplace();
+      layer.grid->grid_h = lw.grid->grid_h;
+      layer.grid->grid_w = lw.grid->grid_w;
+      layer.grid->window = lw.grid->window;
+      if (lw.grid->rel_h) layer.grid->rel_h = copy_of(*lw.grid->rel_h);
+      if (lw.grid->rel_w) layer.grid->rel_w = copy_of(*lw.grid->rel_w);
+    }
     plan->sequence_group_ = std::lcm(plan->sequence_group_, lw.attention_group);
     plan->layers_.push_back(std::move(layer));
   }
@@ -470,47 +501,23 @@ Status VitEncoder::run_layers(int64_t tokens, int64_t images, int64_t first_imag
       zero_rows(s.a.data(), rows, rp, d);
       attn_in = s.a.data();
     }
-    NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, rp, rows, s.qkv.data(), context));
     float* ctx = s.ctx.data();
-    const AttentionBias no_bias;
-    // A group's sequences lie one after another: it attends as one sequence of span rows.
-    const int64_t group = L.attention_group;
-    const int64_t span = group * tokens;
-    const bool on_device = device_attention_min_tokens_ && span >= *device_attention_min_tokens_ &&
-                           static_cast<int64_t>(li) > last_hazard_;
-    for (int64_t i = 0; i < images; i += group) {
-      float* qkv = s.qkv.data() + i * tokens * 3 * d;
-      const auto image = static_cast<size_t>(i);
-      if (L.rope) apply_rotary(qkv, tokens, d, heads_, s.rotary[image][li]);
-      const AttentionBias& bias =
-          L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias;
-      auto on_host = [&] {
-        host_attention(qkv, {span, d, heads_}, L.scale, bias, L.nan_to_zero, ctx + i * tokens * d,
-                       context);
-        return Status::ok();
-      };
-      if (!on_device) {
-        NPUFLOW_RETURN_IF_ERROR(on_host());
-        continue;
+    if (L.grid) {
+      NPUFLOW_RETURN_IF_ERROR(grid_attention(L, li, attn_in, tokens, images, ctx, s.grid, context));
+    } else {
+      NPUFLOW_RETURN_IF_ERROR(project(L.qkv, attn_in, rp, rows, s.qkv.data(), context));
+      const AttentionBias no_bias;
+      // A group's sequences lie one after another: it attends as one sequence of span rows.
+      const int64_t group = L.attention_group;
+      for (int64_t i = 0; i < images; i += group) {
+        float* qkv = s.qkv.data() + i * tokens * 3 * d;
+        const auto image = static_cast<size_t>(i);
+        if (L.rope) apply_rotary(qkv, tokens, d, heads_, s.rotary[image][li]);
+        const AttentionBias& bias =
+            L.bias_input >= 0 ? s.biases[image][static_cast<size_t>(L.bias_input)] : no_bias;
+        NPUFLOW_RETURN_IF_ERROR(
+            attend(L, li, qkv, group * tokens, bias, ctx + i * tokens * d, context));
       }
-      bool expressible = true;
-      NPUFLOW_RETURN_IF_ERROR(attention_fallback_.run(
-          [&]() -> Status {
-            const Status status = device_attention(*device_, qkv, {span, d, heads_}, L.scale, bias,
-                                                   ctx + i * tokens * d, context, &expressible);
-            if (!expressible && !inexpressible_attention_logged_.exchange(true)) {
-              logger_.info(str_cat(name_, ": a ", span, "-token attention runs on the host (",
-                                   status.message(), "; reported once)"));
-            }
-            // What fp16 or one mask cannot say is the host's by design, not a fallback.
-            return expressible ? status : on_host();
-          },
-          on_host, fallback_calls_, logger_,
-          [&](const Status& status) {
-            return str_cat(name_, ": ", device_->name(), " did not take a ", span,
-                           "-token attention (", status.to_string(),
-                           "); such calls run on the host (reported once)");
-          }));
     }
     zero_rows(ctx, rows, rp, d);
     NPUFLOW_RETURN_IF_ERROR(project(L.o, ctx, rp, rows, s.tmp.data(), context));

@@ -27,6 +27,8 @@
 
 namespace npuflow {
 
+struct AttentionBias;  // ops/host_attention.h
+
 // The MLP activation a claim found: the vector kernels' own enum (one list of GELU forms).
 using EncoderActivation = VectorActivation;
 const char* encoder_activation_name(EncoderActivation activation);
@@ -77,6 +79,19 @@ struct SideOperand {
   std::vector<int64_t> perm;
 };
 
+// SAM's ViT-Det attention geometry. Each sequence's tokens are a grid_h x grid_w grid, row-major.
+// window > 0: after the block's first LayerNorm the grid is zero-padded to multiples of `window`
+// and cut into window x window windows, each attending within itself (the padding's rows take part
+// as SAM's do: zeros into q/k/v); the results go back to their tokens before the output projection.
+// window 0: the whole grid attends. rel_h [q rows][k rows][head_dim] and rel_w [q cols][k cols]
+// [head_dim] over the attended grid (window x window, or the whole grid): the decomposed
+// relative-position bias, (q . rel_h) added per key row and (q . rel_w) per key column to the
+// scaled scores (q unscaled, as SAM's add_decomposed_rel_pos).
+struct GridAttention {
+  int64_t grid_h = 0, grid_w = 0, window = 0;
+  std::optional<FloatRef> rel_h, rel_w;
+};
+
 struct EncoderLayerWeights {
   bool pre_norm = true;        // pre-LN: x + f(LN(x)); post-LN: LN(x + f(x))
   bool attention_norm = true;  // pre-LN only: false when the attention reads x itself
@@ -94,6 +109,8 @@ struct EncoderLayerWeights {
   // This many consecutive sequences of the batch attend as one sequence (a windowed encoder's
   // global block: its windows are the sequences); 1: each sequence attends within itself.
   int64_t attention_group = 1;
+  // SAM's ViT-Det attention (see GridAttention); nullopt: the sequence attends as it is.
+  std::optional<GridAttention> grid;
 };
 
 struct PatchEmbedWeights {
@@ -190,9 +207,18 @@ class VitEncoder {
     float scale = 1.0f;
     bool nan_to_zero = false;
     int64_t attention_group = 1;
+    struct Grid {
+      int64_t grid_h = 0, grid_w = 0, window = 0;
+      std::vector<float> rel_h, rel_w;  // empty: no relative-position bias
+    };
+    std::optional<Grid> grid;
     EncoderActivation activation = EncoderActivation::kGeluErf;
   };
   struct Scratch;
+  // A grid layer's windows (rows, [q|k|v], context) and relative-position factors.
+  struct GridScratch {
+    std::vector<float> windows, qkv, ctx, rel_rows, rel_cols;
+  };
 
   VitEncoder() = default;
   // Packs a dense layer (or several side by side along N) once onto the device; `keep_exact`
@@ -206,6 +232,17 @@ class VitEncoder {
   Status embed(const float* main, const float* cls, const float* pos, int64_t tokens,
                int64_t patch_rows, int64_t grid_w, int64_t channels, int64_t height, int64_t width,
                float* h, Scratch& scratch, const ExecContext& context) const;
+  // One attention call of `span` rows of [q|k|v] into ctx: on the device when it takes attention
+  // of that size past the layers kept exact, else (or when it refuses or fails) on the host.
+  Status attend(const Layer& layer, size_t layer_index, const float* qkv, int64_t span,
+                const AttentionBias& bias, float* ctx, const ExecContext& context) const;
+  // A grid layer's q/k/v projection and attention (ops/vit_encoder_attention.cc): `attn_in` and
+  // ctx are `images` sequences of `tokens` rows in stream order.
+  Status grid_attention(const Layer& layer, size_t layer_index, const float* attn_in,
+                        int64_t tokens, int64_t images, float* ctx, GridScratch& scratch,
+                        const ExecContext& context) const;
+  // Rows padded to the device matmul's row multiple.
+  static int64_t pad_rows(int64_t rows);
   // The layers over `images` embedded images of `tokens` rows each, stacked in scratch.h, and
   // the exits of images [first_image, first_image + images).
   Status run_layers(int64_t tokens, int64_t images, int64_t first_image,

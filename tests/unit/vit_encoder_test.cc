@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "core/strings.h"
 #include "host/host_device.h"
 #include "sim/sim_device.h"
 
@@ -74,6 +75,15 @@ double cosine(const Mat& a, const float* b) {
     bb += double(b[i]) * b[i];
   }
   return ab / std::sqrt(aa * bb);
+}
+
+// A spec whose plan starts at the residual stream ([B, T, D] input).
+VitEncoderSpec stream_spec(int64_t hidden, int64_t heads) {
+  VitEncoderSpec spec;
+  spec.hidden = hidden;
+  spec.heads = heads;
+  spec.from_pixels = false;
+  return spec;
 }
 
 struct CheckOptions {
@@ -330,10 +340,7 @@ TEST(VitEncoder, AttentionGroupJoinsConsecutiveSequences) {
   const Tensor bd = random({d}, rng, 0.1f), bf = random({ff}, rng, 0.1f);
   const Tensor x = random({4, tokens, d}, rng, 1.0f);
   auto spec_with = [&](int64_t group) {
-    VitEncoderSpec spec;
-    spec.hidden = d;
-    spec.heads = 2;
-    spec.from_pixels = false;
+    VitEncoderSpec spec = stream_spec(d, 2);
     EncoderLayerWeights l;
     l.norm1 = l.norm2 = {g.ref(), b.ref(), 1e-6f};
     l.q = {wq.ref(), false, bd.ref()};
@@ -378,6 +385,181 @@ TEST(VitEncoder, AttentionGroupJoinsConsecutiveSequences) {
   VitEncoderSpec biased = spec_with(2);
   biased.layers[0].attention_bias_input = 0;
   EXPECT_FALSE(VitEncoder::create("group", biased, host, Logger()).is_ok());
+}
+
+// SAM's ViT-Det block (GridAttention): the grid zero-padded to whole windows after the first
+// LayerNorm, each window attending within itself with the decomposed relative-position bias
+// (q . rel_h per key row, q . rel_w per key column, q unscaled), the padding dropped before the
+// output projection; or the whole grid attending. Against a reference written out from SAM's
+// definition, two images, on the host (exact) and with attention on the sim (fp16).
+struct GridCase {
+  int64_t grid_h, grid_w, window;
+  bool relative;
+};
+
+std::vector<float> grid_reference(const GridCase& c, const Tensor& x, int64_t d, int64_t heads,
+                                  float scale, const std::vector<const Tensor*>& w,
+                                  const Tensor& rel_h, const Tensor& rel_w) {
+  // w: g1 b1 wq bq wk bk wv bv wo bo g2 b2 w1 b1f w2 b2f
+  const int64_t tokens = c.grid_h * c.grid_w, dh = d / heads, images = x.shape[0];
+  const int64_t rows = c.window ? c.window : c.grid_h, cols = c.window ? c.window : c.grid_w;
+  const int64_t down = (c.grid_h + rows - 1) / rows, across = (c.grid_w + cols - 1) / cols;
+  std::vector<float> out;
+  for (int64_t img = 0; img < images; ++img) {
+    Mat h(x.data.begin() + img * tokens * d, x.data.begin() + (img + 1) * tokens * d);
+    const Mat a = layer_norm(h, tokens, d, *w[0], *w[1]);
+    Mat ctx(static_cast<size_t>(tokens * d), 0.0f);
+    for (int64_t wy = 0; wy < down; ++wy)
+      for (int64_t wx = 0; wx < across; ++wx) {
+        const int64_t span = rows * cols;
+        Mat win(static_cast<size_t>(span * d), 0.0f);  // zeros where the padded grid has no token
+        std::vector<int64_t> token(static_cast<size_t>(span), -1);
+        for (int64_t r = 0; r < span; ++r) {
+          const int64_t y = wy * rows + r / cols, xx = wx * cols + r % cols;
+          if (y >= c.grid_h || xx >= c.grid_w) continue;
+          token[r] = y * c.grid_w + xx;
+          for (int64_t i = 0; i < d; ++i) win[r * d + i] = a[token[r] * d + i];
+        }
+        const Mat q = linear(win, span, *w[2], *w[3]), k = linear(win, span, *w[4], *w[5]),
+                  v = linear(win, span, *w[6], *w[7]);
+        for (int64_t hh = 0; hh < heads; ++hh)
+          for (int64_t i = 0; i < span; ++i) {
+            if (token[i] < 0) continue;
+            std::vector<double> s(static_cast<size_t>(span));
+            double mx = -1e30, sum = 0;
+            for (int64_t j = 0; j < span; ++j) {
+              double dot = 0, rh = 0, rw = 0;
+              for (int64_t e = 0; e < dh; ++e) {
+                const double qe = q[i * d + hh * dh + e];
+                dot += qe * k[j * d + hh * dh + e];
+                if (c.relative) {
+                  rh += qe * rel_h.data[((i / cols) * rows + j / cols) * dh + e];
+                  rw += qe * rel_w.data[((i % cols) * cols + j % cols) * dh + e];
+                }
+              }
+              s[j] = dot * scale + rh + rw;
+              mx = std::max(mx, s[j]);
+            }
+            for (auto& e : s) sum += (e = std::exp(e - mx));
+            for (int64_t j = 0; j < span; ++j)
+              for (int64_t e = 0; e < dh; ++e)
+                ctx[token[i] * d + hh * dh + e] += float(s[j] / sum) * v[j * d + hh * dh + e];
+          }
+      }
+    const Mat o = linear(ctx, tokens, *w[8], *w[9]);
+    for (int64_t i = 0; i < tokens * d; ++i) h[i] += o[i];
+    Mat f = linear(layer_norm(h, tokens, d, *w[10], *w[11]), tokens, *w[12], *w[13]);
+    for (auto& e : f) e = act(EncoderActivation::kGeluErf, e);
+    const Mat f2 = linear(f, tokens, *w[14], *w[15]);
+    for (int64_t i = 0; i < tokens * d; ++i) h[i] += f2[i];
+    out.insert(out.end(), h.begin(), h.end());
+  }
+  return out;
+}
+
+void check_grid(const GridCase& c, std::shared_ptr<Device> device, int64_t min_tokens,
+                double tolerance) {
+  SCOPED_TRACE(
+      str_cat(c.grid_h, "x", c.grid_w, " window ", c.window, c.relative ? " relative" : ""));
+  const int64_t d = 64, heads = 2, dh = d / heads, ff = 96, tokens = c.grid_h * c.grid_w;
+  const int64_t rows = c.window ? c.window : c.grid_h, cols = c.window ? c.window : c.grid_w;
+  std::mt19937 rng(5);
+  std::vector<Tensor> w = {
+      random({d}, rng, 0.1f, 1),  random({d}, rng, 0.1f),    random({d, d}, rng, 0.2f),
+      random({d}, rng, 0.3f),     random({d, d}, rng, 0.2f), random({d}, rng, 0.3f),
+      random({d, d}, rng, 0.2f),  random({d}, rng, 0.3f),    random({d, d}, rng, 0.2f),
+      random({d}, rng, 0.1f),     random({d}, rng, 0.1f, 1), random({d}, rng, 0.1f),
+      random({d, ff}, rng, 0.2f), random({ff}, rng, 0.1f),   random({ff, d}, rng, 0.2f),
+      random({d}, rng, 0.1f)};
+  const Tensor rel_h = random({rows, rows, dh}, rng, 0.3f);
+  const Tensor rel_w = random({cols, cols, dh}, rng, 0.3f);
+  const Tensor x = random({2, tokens, d}, rng, 1.0f);
+  const float scale = 1.0f / std::sqrt(float(dh));
+  VitEncoderSpec spec = stream_spec(d, heads);
+  EncoderLayerWeights l;
+  l.norm1 = {w[0].ref(), w[1].ref(), 1e-6f};
+  l.q = {w[2].ref(), false, w[3].ref()};
+  l.k = {w[4].ref(), false, w[5].ref()};
+  l.v = {w[6].ref(), false, w[7].ref()};
+  l.o = {w[8].ref(), false, w[9].ref()};
+  l.norm2 = {w[10].ref(), w[11].ref(), 1e-6f};
+  l.fc1 = {w[12].ref(), false, w[13].ref()};
+  l.fc2 = {w[14].ref(), false, w[15].ref()};
+  l.attention_scale = scale;
+  l.grid = GridAttention{c.grid_h, c.grid_w, c.window, std::nullopt, std::nullopt};
+  if (c.relative) {
+    l.grid->rel_h = rel_h.ref();
+    l.grid->rel_w = rel_w.ref();
+  }
+  spec.layers = {l};
+  spec.exits = {{1, -1}};
+  spec.device_attention_min_tokens = min_tokens;
+  auto plan = VitEncoder::create("grid", spec, device, Logger());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  std::vector<float> out(x.data.size(), -7.0f);
+  const Status status =
+      plan.value()->run({x.data.data(), x.shape}, {}, {out.data()}, ExecContext{});
+  ASSERT_TRUE(status.is_ok()) << status.to_string();
+  std::vector<const Tensor*> refs;
+  for (const Tensor& t : w) refs.push_back(&t);
+  const std::vector<float> want = grid_reference(c, x, d, heads, scale, refs, rel_h, rel_w);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[i], want[i], tolerance) << i;
+  // The grid matters: the same layer attending over the plain sequence differs.
+  if (c.window > 0 || c.relative) {
+    spec.layers[0].grid.reset();
+    auto plain = VitEncoder::create("plain", spec, device, Logger());
+    ASSERT_TRUE(plain.is_ok());
+    std::vector<float> other(out.size());
+    ASSERT_TRUE(
+        plain.value()->run({x.data.data(), x.shape}, {}, {other.data()}, ExecContext{}).is_ok());
+    float moved = 0;
+    for (size_t i = 0; i < out.size(); ++i) moved = std::max(moved, std::fabs(out[i] - other[i]));
+    EXPECT_GT(moved, 0.05f);
+  }
+}
+
+const GridCase kGridCases[] = {
+    {5, 7, 3, true},   // padded on both axes: 2 x 3 windows of 3 x 3
+    {4, 4, 2, true},   // whole windows
+    {5, 7, 0, true},   // global, relative over the whole grid
+    {5, 7, 3, false},  // windows without a relative bias
+};
+
+TEST(VitEncoder, GridAttentionMatchesSamsBlockOnTheHost) {
+  for (const GridCase& c : kGridCases)
+    check_grid(c, std::make_shared<HostDevice>(DeviceOptions{}), 0, 1e-4);
+}
+
+TEST(VitEncoder, GridAttentionRunsOnTheSimWithinTheGate) {
+  for (const GridCase& c : kGridCases) {
+    auto sim = std::make_shared<sim::SimDevice>();
+    check_grid(c, sim, 1, 3e-2);
+    EXPECT_GT(sim->profile().attention_calls, 0);
+  }
+}
+
+TEST(VitEncoder, GridAttentionRefusesTablesOrTokensThatDoNotFit) {
+  const int64_t d = 64;
+  std::mt19937 rng(3);
+  const Tensor wt = random({d, d}, rng, 0.1f), b = random({d}, rng, 0.1f);
+  const Tensor bad = random({3, 2, 32}, rng, 0.1f), good = random({3, 3, 32}, rng, 0.1f);
+  VitEncoderSpec spec = stream_spec(d, 2);
+  EncoderLayerWeights l;
+  l.norm1 = l.norm2 = {b.ref(), b.ref(), 1e-6f};
+  l.q = l.k = l.v = l.o = {wt.ref(), false, b.ref()};
+  l.fc1 = l.fc2 = {wt.ref(), false, b.ref()};
+  l.grid = GridAttention{5, 7, 3, bad.ref(), good.ref()};
+  spec.layers = {l};
+  spec.exits = {{1, -1}};
+  auto host = std::make_shared<HostDevice>(DeviceOptions{});
+  EXPECT_FALSE(VitEncoder::create("grid", spec, host, Logger()).is_ok());
+  spec.layers[0].grid = GridAttention{5, 7, 3, good.ref(), good.ref()};
+  auto plan = VitEncoder::create("grid", spec, host, Logger());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const Tensor x = random({1, 36, d}, rng, 1.0f);  // 36 tokens are no 5 x 7 grid
+  std::vector<float> out(x.data.size());
+  EXPECT_EQ(plan.value()->run({x.data.data(), x.shape}, {}, {out.data()}, ExecContext{}).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(VitEncoder, RefusesHeadsThatDoNotDivideTheWidth) {
