@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/ort_session.h"
@@ -27,6 +29,19 @@ void print_encoders(const JsonValue& graph) {
     if (const int registers = static_cast<int>(claim["registers"].integer()); registers > 0) {
       std::printf("  %-28s registers: %d after token %d\n", "", registers,
                   static_cast<int>(claim["register_position"].integer()));
+    }
+    // A windowed encoder: which blocks attend over how many of the stream's sequences at once.
+    std::vector<std::string> global;
+    int64_t group = 1;
+    const auto& groups = claim["attention_groups"].array();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (groups[i].integer() <= 1) continue;
+      global.push_back(str_cat(i));
+      group = groups[i].integer();
+    }
+    if (!global.empty()) {
+      std::printf("  %-28s global blocks %s attend over %d windows each; the others per window\n",
+                  "", join(global, ", ").c_str(), static_cast<int>(group));
     }
   }
 }

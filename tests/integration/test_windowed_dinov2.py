@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from conftest import ROOT
+from conftest import CLI, ROOT
 from gates import assert_every_call_on_the_device, assert_matches, ended_session_profile
 from vision_fixtures import vision_claims, vision_refusals
 
@@ -45,6 +45,17 @@ def feed(size: int, seed: int = 0):
 
 def test_the_fixtures_are_there():
     assert sorted(p.name for p in FIXTURES.glob("*.onnx")) == sorted(MODELS)
+
+
+@pytest.mark.parametrize("model", ["windowed_2x2_dynamo.onnx", "windowed_4x4_torchscript.onnx"])
+def test_explain_names_the_windows_and_the_global_blocks(model):
+    _, windows, global_blocks, window_tokens = config(model)
+    out = subprocess.run([str(CLI), "explain", str(FIXTURES / model)], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    assert "1 of 1 vision encoders claimed" in out and "dinov2_windowed" in out, out
+    assert f"partition into {window_tokens}-token windows" in out
+    blocks = ", ".join(map(str, global_blocks))
+    assert f"global blocks {blocks} attend over {windows * windows} windows each" in out, out
 
 
 # The TorchScript graph computes its window partition's shapes at run time; unoptimized, shape
