@@ -207,12 +207,9 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     layer.attention_group = lw.attention_group;
     if (lw.grid) {
       NPUFLOW_RETURN_IF_ERROR(check_grid(*lw.grid, lw, index, d / spec.heads));
-      layer.grid.emplace();
-      layer.grid->grid_h = lw.grid->grid_h;
-      layer.grid->grid_w = lw.grid->grid_w;
-      layer.grid->window = lw.grid->window;
-      if (lw.grid->rel_h) layer.grid->rel_h = copy_of(*lw.grid->rel_h);
-      if (lw.grid->rel_w) layer.grid->rel_w = copy_of(*lw.grid->rel_w);
+      layer.grid = Layer::Grid{lw.grid->grid_h, lw.grid->grid_w, lw.grid->window,
+                               lw.grid->rel_h ? copy_of(*lw.grid->rel_h) : std::vector<float>{},
+                               lw.grid->rel_w ? copy_of(*lw.grid->rel_w) : std::vector<float>{}};
     }
     plan->sequence_group_ = std::lcm(plan->sequence_group_, lw.attention_group);
     plan->layers_.push_back(std::move(layer));

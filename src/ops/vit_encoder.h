@@ -207,8 +207,8 @@ class VitEncoder {
     float scale = 1.0f;
     bool nan_to_zero = false;
     int64_t attention_group = 1;
-    struct Grid {
-      int64_t grid_h = 0, grid_w = 0, window = 0;
+    struct Grid {  // no member initializers: clang cannot construct it in the incomplete class
+      int64_t grid_h, grid_w, window;
       std::vector<float> rel_h, rel_w;  // empty: no relative-position bias
     };
     std::optional<Grid> grid;
