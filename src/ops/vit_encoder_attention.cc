@@ -87,19 +87,27 @@ Status VitEncoder::grid_attention(const Layer& L, size_t li, const float* attn_i
     const int64_t y = at / across * rows + r / cols, x = at % across * cols + r % cols;
     return y < g.grid_h && x < g.grid_w ? image * tokens + y * g.grid_w + x : -1;
   };
-  s.windows.assign(static_cast<size_t>(padded * d), 0.0f);
-  for (int64_t w = 0; w < windows; ++w) {
-    for (int64_t r = 0; r < span; ++r) {
-      const int64_t t = token_of(w, r);
-      if (t >= 0) {
-        std::memcpy(s.windows.data() + (w * span + r) * d, attn_in + t * d,
-                    static_cast<size_t>(d) * 4);
+  // The whole grid is the stream's own order (its padded rows already zero): it attends in place.
+  const bool windowed = ws > 0;
+  const float* rows_in = attn_in;
+  float* rows_out = ctx;
+  if (windowed) {
+    s.windows.assign(static_cast<size_t>(padded * d), 0.0f);
+    for (int64_t w = 0; w < windows; ++w) {
+      for (int64_t r = 0; r < span; ++r) {
+        const int64_t t = token_of(w, r);
+        if (t >= 0) {
+          std::memcpy(s.windows.data() + (w * span + r) * d, attn_in + t * d,
+                      static_cast<size_t>(d) * 4);
+        }
       }
     }
+    s.ctx.resize(static_cast<size_t>(total * d));
+    rows_in = s.windows.data();
+    rows_out = s.ctx.data();
   }
   s.qkv.resize(static_cast<size_t>(padded * 3 * d));
-  NPUFLOW_RETURN_IF_ERROR(project(L.qkv, s.windows.data(), padded, total, s.qkv.data(), context));
-  s.ctx.resize(static_cast<size_t>(total * d));
+  NPUFLOW_RETURN_IF_ERROR(project(L.qkv, rows_in, padded, total, s.qkv.data(), context));
   const bool relative = !g.rel_h.empty();
   if (relative) {
     s.rel_rows.resize(static_cast<size_t>(heads_ * span * rows));
@@ -113,8 +121,9 @@ Status VitEncoder::grid_attention(const Layer& L, size_t li, const float* attn_i
       relative_factors(qkv, d, heads_, rows, cols, g.rel_w, false, s.rel_cols.data());
       bias.relative = {s.rel_rows.data(), s.rel_cols.data(), rows, cols};
     }
-    NPUFLOW_RETURN_IF_ERROR(attend(L, li, qkv, span, bias, s.ctx.data() + w * span * d, context));
+    NPUFLOW_RETURN_IF_ERROR(attend(L, li, qkv, span, bias, rows_out + w * span * d, context));
   }
+  if (!windowed) return Status::ok();
   // Back to the tokens, the padding's rows dropped (the output projection is per row).
   for (int64_t w = 0; w < windows; ++w) {
     for (int64_t r = 0; r < span; ++r) {
