@@ -262,6 +262,15 @@ test-windowed-matrix: build
 	  NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
 	  tests/integration/test_windowed_dinov2.py -k generated
 
+# A larger draw of generated SAM image encoders than `make test`'s 12 (seed 11).
+SAM_SEED ?= 12
+SAM_COUNT ?= 48
+.PHONY: test-sam-matrix
+test-sam-matrix: build
+	NPUFLOW_SAM_SEED=$(SAM_SEED) NPUFLOW_SAM_COUNT=$(SAM_COUNT) \
+	  NPUFLOW_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q \
+	  tests/integration/test_sam_encoder.py -k generated
+
 # The cosine tables of docs/faithfulness.md (add FIXTURES=dir to measure other fixtures,
 # DEVICE=sim for the simulator's table).
 DEVICE ?= host

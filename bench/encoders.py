@@ -1,7 +1,8 @@
 """npuflow's host device against the ONNX Runtime CPU EP on the encoder families at real size
 (random weights): ViT-B/16, CLIP-B/16, SigLIP-B/16 (224 px), DINOv2-S and Depth Anything V2 S
 (518 px, 1370 tokens), BERT-base at 128 and 512 tokens, and RF-DETR Base's windowed DINOv2-S
-backbone (560 px: 16 windows of 101 tokens, 4 global blocks over 1616).
+backbone (560 px: 16 windows of 101 tokens, 4 global blocks over 1616), and SAM ViT-B with one point
+prompt (1024 px: a 64x64 grid, windows of 14 padded to 70x70, 4 global blocks over 4096 tokens).
 
 Both sessions live in this process with the same intra-op thread count (2 by default) and run
 alternately, npuflow then CPU EP, --runs times after a warm-up; the table gives the medians and the
@@ -48,11 +49,16 @@ MODELS = {
     "rfdetr": ("RF-DETR Base backbone", "rfdetr_base-" + hashlib.sha256(
         (ROOT / "tools/fixtures/export_windowed.py").read_bytes()).hexdigest()[:10] + ".onnx",
         ("windowed", "base")),
+    # SamModel at ViT-B's size (1024 px, a 64x64 grid), point-prompted: the image encoder's
+    # blocks are claimed; the embedding, neck, prompt encoder and mask decoder run on the CPU EP.
+    "sam": ("SAM ViT-B, 1 point", "sam_vit_b-" + hashlib.sha256(
+        (ROOT / "tools/fixtures/export_sam.py").read_bytes()).hexdigest()[:10] + ".onnx",
+        ("sam", "vit-b")),
 }
 # Token counts at the exported size, for claims whose shapes ONNX left symbolic (TorchScript's
 # DINOv2 interpolates its position embedding from the image, so T is not static in the graph).
 TOKENS = {"vit": 197, "clip": 197, "siglip": 196, "dinov2": 1370, "depth_anything": 1370,
-          "bert128": 128, "bert512": 512, "rfdetr": 101}
+          "bert128": 128, "bert512": 512, "rfdetr": 101, "sam": 4096}
 
 
 def fixtures_python(which: str = "") -> str:
@@ -82,6 +88,9 @@ def ensure_export(file: str, how: str, arg, python: str, out: Path) -> Path:
     if how == "windowed":  # rfdetr's module needs transformers 5.x
         subprocess.run([fixtures_python("next"), str(ROOT / "tools/fixtures/export_windowed.py"),
                         "--base", str(partial)], check=True)
+    elif how == "sam":
+        subprocess.run([python, str(ROOT / "tools/fixtures/export_sam.py"), "--vit-b",
+                        str(partial)], check=True)
     else:
         subprocess.run([python, str(ROOT / "bench/export_models.py"), how, str(arg),
                         str(partial)], check=True)
@@ -100,8 +109,8 @@ def feeds_for(session, seed=0):
     feeds = {}
     for inp in session.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
-        if "int64" in inp.type:
-            feeds[inp.name] = (np.ones(shape, np.int64) if "mask" in inp.name
+        if "int64" in inp.type:  # a mask or a point label: ones (SAM's 1: foreground)
+            feeds[inp.name] = (np.ones(shape, np.int64) if "mask" in inp.name or "label" in inp.name
                                else rng.integers(0, 30000, shape, dtype=np.int64))
         else:
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)

@@ -43,6 +43,23 @@ void print_encoders(const JsonValue& graph) {
       std::printf("  %-28s global blocks %s attend over %d windows each; the others per window\n",
                   "", join(global, ", ").c_str(), static_cast<int>(group));
     }
+    // SAM's grid: which blocks attend in windows of the padded grid and which over all of it.
+    if (const auto& windows = claim["grid_windows"].array(); !windows.empty()) {
+      const auto& grid = claim["grid"].array();
+      std::vector<std::string> windowed, whole;
+      int64_t window = 0;
+      for (size_t i = 0; i < windows.size(); ++i) {
+        (windows[i].integer() > 0 ? windowed : whole).push_back(str_cat(i));
+        if (windows[i].integer() > 0) window = windows[i].integer();
+      }
+      std::printf(
+          "  %-28s %dx%d token grid: blocks %s attend in %dx%d windows, blocks %s over the "
+          "whole grid; relative positions in %d blocks\n",
+          "", static_cast<int>(grid[0].integer()), static_cast<int>(grid[1].integer()),
+          windowed.empty() ? "none" : join(windowed, ", ").c_str(), static_cast<int>(window),
+          static_cast<int>(window), whole.empty() ? "none" : join(whole, ", ").c_str(),
+          static_cast<int>(claim["rel_pos_layers"].integer()));
+    }
   }
 }
 

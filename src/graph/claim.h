@@ -104,6 +104,14 @@ struct SideRef {
   std::vector<float> values;
   std::vector<int64_t> values_shape;
 };
+// SAM's ViT-Det attention on a channels-last [B, grid_h, grid_w, D] stream: windows of `window`
+// tokens a side cut from the zero-padded grid (0: the whole grid attends), with the decomposed
+// relative-position tables [q][k][head_dim] of the attended rows and columns (empty: none).
+struct GridRef {
+  int64_t grid_h = 0, grid_w = 0, window = 0;
+  std::vector<float> rel_h, rel_w;
+  std::vector<int64_t> rel_h_shape, rel_w_shape;
+};
 struct EncoderLayerRef {
   bool pre_norm = true;
   NormRef norm1, norm2;
@@ -126,6 +134,7 @@ struct EncoderLayerRef {
   // Windowed encoders (RF-DETR's DINOv2): this many consecutive sequences of the stream attend as
   // one (a global block over its windows); 1: each sequence attends within itself.
   int64_t attention_group = 1;
+  std::optional<GridRef> grid;  // SAM's ViT-Det attention, or none
 };
 struct EncoderExitRef {
   std::string value;  // the graph value it writes

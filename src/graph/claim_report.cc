@@ -94,7 +94,8 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     exits.push_back(str_cat("{\"value\":\"", json_escape(x.value), "\",\"stream_index\":",
                             x.stream_index, ",\"norm\":", x.norm >= 0 ? "true" : "false", "}"));
   }
-  int layer_scale = 0, post_norm = 0, fused_qkv = 0, rotary = 0, gated = 0;
+  int layer_scale = 0, post_norm = 0, fused_qkv = 0, rotary = 0, gated = 0, rel_pos = 0;
+  std::vector<std::string> windows, grid_size;  // SAM's grid layers: window sizes (0: global)
   std::set<std::string> biases;
   for (const EncoderLayerRef& l : e.layers) {
     fused_qkv += l.fused_qkv ? 1 : 0;
@@ -105,6 +106,11 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
     layer_scale += l.layer_scale1.empty() ? 0 : 1;
     post_norm += l.pre_norm ? 0 : 1;
     groups.push_back(str_cat(l.attention_group));
+    if (l.grid) {
+      windows.push_back(str_cat(l.grid->window));
+      rel_pos += l.grid->rel_h.empty() ? 0 : 1;
+      grid_size = {str_cat(l.grid->grid_h), str_cat(l.grid->grid_w)};
+    }
   }
   return str_cat(
       "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"", json_escape(claim.anchor_name),
@@ -120,9 +126,10 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       ",\"activations\":[", join(activations, ","), "],\"exits\":[", join(exits, ","),
       "],\"attention_bias\":", biases.empty() ? "false" : "true",
       ",\"attention_biases\":", biases.size(), ",\"rotary_layers\":", rotary,
-      ",\"gated_mlp_layers\":", gated, ",\"attention_groups\":[", join(groups, ","),
-      "],\"program_ops\":", e.program.ops.size(), ",\"note\":\"", json_escape(e.note),
-      "\",\"work\":", work_json(claim), "}");
+      ",\"gated_mlp_layers\":", gated, ",\"attention_groups\":[", join(groups, ","), "],\"grid\":[",
+      join(grid_size, ","), "],\"grid_windows\":[", join(windows, ","),
+      "],\"rel_pos_layers\":", rel_pos, ",\"program_ops\":", e.program.ops.size(), ",\"note\":\"",
+      json_escape(e.note), "\",\"work\":", work_json(claim), "}");
 }
 
 }  // namespace

@@ -85,6 +85,8 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
   plan->hidden_ = spec.hidden;
   plan->heads_ = spec.heads;
   plan->from_pixels_ = spec.from_pixels;
+  plan->grid_layers_ = std::any_of(spec.layers.begin(), spec.layers.end(),
+                                   [](const EncoderLayerWeights& l) { return l.grid.has_value(); });
   plan->scratch_ = std::make_unique<Scratch>();
   const int64_t d = spec.hidden;
   if (d <= 0 || spec.heads <= 0 || d % spec.heads != 0) {
@@ -237,7 +239,9 @@ size_t VitEncoder::resident_bytes() const {
 Result<std::vector<int64_t>> VitEncoder::output_shape(const FloatInput& main,
                                                       const std::vector<FloatInput>& side) const {
   if (!from_pixels_) {
-    if (main.shape.size() != 3 || main.shape[2] != hidden_) {
+    // [B, T, D], or a token grid [B, H, W, D] (SAM's layers attend over it as rows of W).
+    if ((main.shape.size() != 3 && (main.shape.size() != 4 || !grid_layers_)) ||
+        main.shape.back() != hidden_) {
       return invalid_argument(str_cat("stream input has shape ", shape_string(main.shape)));
     }
     return main.shape;
@@ -268,7 +272,9 @@ Status VitEncoder::run(const FloatInput& main, const std::vector<FloatInput>& si
   auto shape = output_shape(main, side);
   if (!shape.is_ok()) return shape.status();
   const int64_t batch = shape.value()[0];
-  const int64_t tokens = shape.value()[1];
+  // The stream's rows per sequence ([B, T, D], or [B, H, W, D]: H x W).
+  const std::vector<int64_t>& dims = shape.value();
+  const int64_t tokens = dims.size() == 4 ? dims[1] * dims[2] : dims[1];
   if (exits.size() != exits_.size()) return internal_error("exit count mismatch");
 
   const float* cls = nullptr;

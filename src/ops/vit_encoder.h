@@ -260,6 +260,7 @@ class VitEncoder {
   Logger logger_;
   int64_t hidden_ = 0, heads_ = 0;
   bool from_pixels_ = true;
+  bool grid_layers_ = false;  // a layer attends over a token grid: the stream may be [B, H, W, D]
   Dense patch_;
   int64_t channels_ = 0, kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1;
   SideOperand cls_spec_, pos_spec_;

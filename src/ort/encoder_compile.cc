@@ -233,6 +233,14 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
     w.attention_scale = l.attention_scale;
     w.softmax_nan_to_zero = l.softmax_nan_to_zero;
     w.attention_group = l.attention_group;
+    if (l.grid) {  // the claim outlives create(), which copies the tables
+      w.grid =
+          GridAttention{l.grid->grid_h, l.grid->grid_w, l.grid->window, std::nullopt, std::nullopt};
+      if (!l.grid->rel_h.empty()) {
+        w.grid->rel_h = FloatRef{l.grid->rel_h.data(), l.grid->rel_h_shape};
+        w.grid->rel_w = FloatRef{l.grid->rel_w.data(), l.grid->rel_w_shape};
+      }
+    }
     w.activation = l.activation;
     spec.layers.push_back(std::move(w));
   }

@@ -23,6 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import CLI, ROOT, claimed, refusal_reasons
 from gates import agreement, assert_matches
+from vision_fixtures import vision_claims
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
 SAMS = ROOT / "tests" / "fixtures" / "sam"
@@ -117,30 +118,13 @@ def mask_iou(a, b) -> float:
     return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
 
 
-@pytest.mark.parametrize("level", ["disable", "basic", "all"])
-@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
-def test_sam_image_encoder_is_a_candidate_refused_with_its_reason(sessions, exporter, level):
-    """SAM's image encoder (ViT-Det: a non-overlapping patch Conv transposed to [B, H, W, C],
-    directly or, at ONNX Runtime's higher levels, after the position embedding's Add) is not
-    matched yet: it is counted as a vision encoder candidate and refused as `windowed_vit_det`, so
-    explain and the log say why it runs on the CPU EP. Its neck's 1x1 and 3x3 convs, also
-    transposed to channels-last, are not patch embeddings and not candidates."""
-    path = str(SAMS / f"sam_tiny_{exporter}.onnx")
-    _, records = sessions.npuflow(path, level=level, options={"device": "sim"})
-    [vision] = [r for r in records if r.get("matcher") == "vision"]
-    assert vision["candidates"] == 1 and not vision["claims"]
-    [refusal] = vision["refusals"]
-    assert refusal["reason"] == "windowed_vit_det", refusal
-    conv = [n for n in onnx.load(path).graph.node if n.op_type == "Conv"][0]
-    assert refusal["node"] == conv.name
-
-
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_sam_mask_decoder_conv_transposes_and_masks_match_the_cpu_ep(sessions, exporter, device):
     """SAM's mask decoder upscales its embedding by two 2x2 stride-2 ConvTransposes: both claimed
-    and gated per node, and the whole model's masks (prompt encoder and decoder on the CPU EP)
-    agree with the CPU EP's: IoU >= 0.999 over the prompts' masks together, and within a mask a
+    and gated per node, and the whole model's masks (the image encoder's blocks claimed too, see
+    test_sam_encoder.py; prompt encoder and the rest of the decoder on the CPU EP) agree with the
+    CPU EP's: IoU >= 0.999 over the prompts' masks together, and within a mask a
     pixel may flip only where the CPU EP's logit is within 0.02 of the threshold (one pixel of
     this fixture's 32x32 masks is 1e-3 of IoU, so a per-mask bar would measure the grid)."""
     model, names = expose_conv_transposes(onnx.load(str(SAMS / f"sam_tiny_{exporter}.onnx")))
@@ -151,7 +135,8 @@ def test_sam_mask_decoder_conv_transposes_and_masks_match_the_cpu_ep(sessions, e
     [record] = conv_records(records)
     assert len(record["claims"]) == 2, record["refusals"]
     cpu = sessions.cpu(path)
-    npu, _ = sessions.npuflow(path, options={"device": device})
+    npu, records = sessions.npuflow(path, options={"device": device})
+    assert [c["family"] for c in vision_claims(records)] == ["sam"]
     refs, gots = [], []
     for feed in feeds:
         ref_iou, ref_masks = cpu.run(["iou_scores", "pred_masks"], feed)
@@ -406,7 +391,8 @@ def test_verify_catches_a_miscomputing_device_on_every_conv_transpose(sessions, 
     found = VERIFY_SUMMARY.findall(err)
     assert len(found) == 1, err[-3000:]
     checked, disabled, _ = map(int, found[0])
-    assert (checked, disabled) == (2, 2 if corrupt else 0), found
+    # The two transposes and SAM's image encoder, claimed beside them.
+    assert (checked, disabled) == (3, 3 if corrupt else 0), found
 
 
 def cost_table(tmp_path, rows) -> str:

@@ -6,8 +6,6 @@ the CPU EP on host and sim at every optimization level, and near misses (a merge
 the windows) are not claimed as a merge and still match."""
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -155,26 +153,12 @@ MATRIX_COUNT = int(os.environ.get("NPUFLOW_WINDOWED_COUNT", "12"))
 EXPORTER = ROOT / "tools" / "fixtures" / "export_windowed.py"
 
 
-def matrix_dir() -> Path:
-    pins = matrix_spec.pins()
-    parts = [f"{k}={pins[k]}" for k in ("FIX_TORCH", "FIX_TRANSFORMERS_NEXT", "FIX_ONNXSCRIPT",
-                                        "PY_ONNX", "RFDETR_VERSION")]
-    parts.append(hashlib.sha1(EXPORTER.read_bytes()).hexdigest())
-    key = hashlib.sha1(f"{MATRIX_SEED}:{MATRIX_COUNT}:{'|'.join(parts)}".encode()).hexdigest()
-    return matrix_spec.cache_root() / f"windowed-matrix-{key[:12]}"
-
-
 @pytest.fixture(scope="module")
 def matrix():
-    directory = matrix_dir()
-    manifest = directory / "manifest.json"
-    if not manifest.exists():
-        partial = directory.with_name(directory.name + ".partial")
-        subprocess.run([matrix_spec.venv_python("next"), str(EXPORTER), "--matrix",
-                        str(MATRIX_SEED), str(MATRIX_COUNT), str(partial)], check=True,
-                       stdout=subprocess.DEVNULL)
-        partial.rename(directory)
-    return directory, json.loads(manifest.read_text())["models"]
+    return matrix_spec.generated_matrix(
+        "windowed-matrix", EXPORTER, MATRIX_SEED, MATRIX_COUNT,
+        ("FIX_TORCH", "FIX_TRANSFORMERS_NEXT", "FIX_ONNXSCRIPT", "PY_ONNX", "RFDETR_VERSION"),
+        "next")
 
 
 def test_the_generated_configurations_cover_the_axes(matrix):

@@ -6,8 +6,8 @@
 
 namespace npuflow::encoder {
 
-std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Used& used,
-                                            Fail& why) const {
+std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Used& used, Fail& why,
+                                            int64_t grid_w) const {
   Used local;
   std::vector<NodeId> merge;
   ValueId v = o.x;
@@ -202,8 +202,15 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
   const int64_t t = tokens > 0 ? tokens : 5;
   const int64_t n = fused ? 3 * d : d;
   const auto stream_shape = static_shape(q->linear.x);
-  const int64_t b =
+  int64_t b =
       stream_shape && stream_shape->size() == 3 && (*stream_shape)[0] > 1 ? (*stream_shape)[0] : 1;
+  if (grid_w > 0 && stream_shape && stream_shape->size() >= 3) {
+    // A grid [B, rows, cols, D] (SAM's windows, in whatever view the projection reads them):
+    // B from its static dims, when they are.
+    int64_t count = 1;
+    for (int64_t dim : *stream_shape) count = dim > 0 && count > 0 ? count * dim : -1;
+    if (count > 0 && count % (t * d) == 0) b = count / (t * d);
+  }
   auto source = [&] {
     IndexTensor x;
     x.shape = {b, t, n};
@@ -310,7 +317,13 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     tried = h;
     // The layouts, not only the data order: a size-1 batch axis moved elsewhere keeps the order
     // but changes every shape after it (the CPU EP then broadcasts the residual add).
-    const std::vector<int64_t> heads_shape = {b, h, t, d / h}, keys_shape = {b, h, d / h, t};
+    std::vector<int64_t> heads_shape = {b, h, t, d / h}, keys_shape = {b, h, d / h, t};
+    // A grid attention may run with images and heads on one axis ([B H, T, dh], SAM's eager
+    // attention): the same products, when q, k and v all have it.
+    if (grid_w > 0 && tq.shape.size() == 3 && tk.shape.size() == 3 && tv.shape.size() == 3) {
+      heads_shape = {b * h, t, d / h};
+      keys_shape = {b * h, d / h, t};
+    }
     ok_q = part_q.replayed && tq.shape == heads_shape && tq.data == expect(h, false, n, 0);
     ok_k =
         part_k.replayed && tk.shape == keys_shape && tk.data == expect(h, true, n, fused ? d : 0);
@@ -323,8 +336,10 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     // The merged heads in token-major order with D last: [B, T, D], or [B*T, D] for a Gemm.
     // The shape too: a merge to [T, B, D] keeps the order of a batch of 1 but makes the CPU EP
     // broadcast the residual add to [T, T, D].
-    ok_m = replay(tm, merge, 0, &merge_env) && (tm.shape == std::vector<int64_t>{b, t, d} ||
-                                                tm.shape == std::vector<int64_t>{b * t, d});
+    ok_m =
+        replay(tm, merge, 0, &merge_env) &&
+        (tm.shape == std::vector<int64_t>{b, t, d} || tm.shape == std::vector<int64_t>{b * t, d} ||
+         (grid_w > 0 && tm.shape == std::vector<int64_t>{b, t / grid_w, grid_w, d}));
     for (size_t i = 0; ok_m && i < tm.data.size(); ++i)
       ok_m = tm.data[i] == static_cast<int32_t>(i);
     if (ok_q && ok_k && ok_v && ok_m) {

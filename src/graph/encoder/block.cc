@@ -15,8 +15,18 @@ bool Matcher::broadcasts(ValueId stream, ValueId branch) const {
   return false;
 }
 
+void Matcher::take_attention(const Attention& att, EncoderLayerRef& layer) {
+  layer.q = att.q;
+  layer.k = att.k;
+  layer.v = att.v;
+  layer.fused_qkv = att.fused;
+  layer.attention_scale = att.scale;
+  layer.softmax_nan_to_zero = att.nan_to_zero;
+}
+
 std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                       Fail& why) const {
+  if (grid_mode_) return grid_block(h, layer, used, why);
   for (NodeId add1 : g_.value(h).consumers) {
     if (!is(add1, "Add")) continue;
     const NodeInfo& a1 = g_.node(add1);
@@ -91,13 +101,8 @@ std::optional<ValueId> Matcher::block(ValueId h, int64_t tokens, EncoderLayerRef
       continue;
     }
     L.attention_group = group;
-    L.q = att->q;
-    L.k = att->k;
-    L.v = att->v;
-    L.fused_qkv = att->fused;
-    L.attention_scale = att->scale;
+    take_attention(*att, L);
     if (att->bias != kNoValue) L.attention_bias = name(att->bias);
-    L.softmax_nan_to_zero = att->nan_to_zero;
     heads_ = att->heads;
     heads_source_ = att->heads_source;
     L.rope_cos = att->rope_cos == kNoValue ? SideRef{} : side(att->rope_cos, local);

@@ -121,7 +121,8 @@ std::optional<std::vector<int64_t>> int_arithmetic(const std::string& op,
       out[i] = x * y;
     } else {
       if (y == 0) return std::nullopt;
-      out[i] = x / y;  // both non-negative: floor and truncation agree
+      // Both non-negative: floor and truncation agree, and so do Mod's two modes.
+      out[i] = op == "Mod" ? x % y : x / y;
     }
   }
   return out;
@@ -130,7 +131,8 @@ std::optional<std::vector<int64_t>> int_arithmetic(const std::string& op,
 }  // namespace
 
 std::optional<std::pair<int64_t, int64_t>> CanonicalGraph::filled(ValueId v, int depth) const {
-  if (depth > 8 || v == kNoValue) return std::nullopt;
+  // Deep enough for SAM's window padding ((window - H % window) % window, cast twice per step).
+  if (depth > 24 || v == kNoValue) return std::nullopt;
   if (auto c = int_constant(v)) {
     if (c->empty() || std::any_of(c->begin(), c->end(), [&](int64_t x) { return x != c->front(); }))
       return std::nullopt;
@@ -160,7 +162,8 @@ std::optional<std::pair<int64_t, int64_t>> CanonicalGraph::filled(ValueId v, int
 
 std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, const ShapeEnv* env,
                                                                  int depth) const {
-  if (depth > 8 || v == kNoValue) return std::nullopt;
+  // Deep enough for SAM's window padding ((window - H % window) % window, cast twice per step).
+  if (depth > 24 || v == kNoValue) return std::nullopt;
   if (auto c = int_constant(v)) return c;
   const NodeId p = producer(v);
   if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
@@ -223,8 +226,9 @@ std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, cons
       return std::nullopt;
     return data;
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
-    // Integer arithmetic on sizes (a TorchScript `chunk(2)` computes its bounds as (n + 1) / 2).
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") {
+    // Integer arithmetic on sizes (a TorchScript `chunk(2)` computes its bounds as (n + 1) / 2,
+    // SAM's window padding as (window - H % window) % window).
     auto other = shape_values(node.input(1), env, depth + 1);
     if (!other) return std::nullopt;
     return int_arithmetic(op, *data, *other);

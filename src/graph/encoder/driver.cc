@@ -100,12 +100,15 @@ ClaimSet match_vision_encoders(const GraphView& graph, const EncoderMatcherOptio
       continue;
     }
     if (channels_last) {
-      // Said, so that explain and strict quant mode name it rather than pass it over.
-      result.refusals.push_back(
-          {id, node.name, "windowed_vit_det",
-           "a channels-last patch embedding ([B, H, W, C] tokens, SAM's ViT-Det image encoder: "
-           "windowed attention, a decomposed relative-position bias, a conv neck); this encoder "
-           "form is not matched yet and runs on the CPU EP"});
+      // SAM's ViT-Det image encoder: its blocks on the [B, H, W, C] token grid.
+      encoder::Matcher matcher(graph, options);
+      encoder::Fail why;
+      if (auto claim = matcher.run_grid(id, why)) {
+        claim->work = encoder::encoder_work(graph, claim->encoder);
+        result.claims.push_back(std::move(*claim));
+      } else {
+        result.refusals.push_back({id, node.name, why.reason, why.detail});
+      }
       continue;
     }
     encoder::Matcher matcher(graph, options);

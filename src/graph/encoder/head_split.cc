@@ -28,7 +28,15 @@ std::optional<Chain> Matcher::layout_chain(ValueId v, float& scale, Used& used, 
     if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;
     const NodeInfo& node = g_.node(p);
     // The fused value has one reader per part: attention() checks they are q's, k's and v's.
-    if (v != chain.fused && v != rotated && non_shape_consumers(v).size() != 1) return std::nullopt;
+    // A grid attention's q is read by its relative-position bias too (checked there).
+    if (v != chain.fused && v != rotated) {
+      std::vector<NodeId> readers = non_shape_consumers(v);
+      if (grid_mode_)
+        readers.erase(std::remove_if(readers.begin(), readers.end(),
+                                     [&](NodeId r) { return rel_pos_tap(r); }),
+                      readers.end());
+      if (readers.size() > 1 || (!grid_mode_ && readers.size() != 1)) return std::nullopt;
+    }
     if (allow_rope && !chain.rope && node.op_type == "Add") {
       ValueId x = kNoValue;
       auto rope = rotary(v, x, local);

@@ -85,4 +85,35 @@ bool IndexTensor::select(int64_t axis, int64_t start, int64_t len, bool drop) {
   return true;
 }
 
+bool IndexTensor::pad(const std::vector<int64_t>& before, const std::vector<int64_t>& after) {
+  const size_t rank = shape.size();
+  if (before.size() != rank || after.size() != rank) return false;
+  std::vector<int64_t> out_shape(rank);
+  int64_t count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    out_shape[i] = shape[i] + before[i] + after[i];
+    if (out_shape[i] <= 0) return false;
+    count *= out_shape[i];
+  }
+  std::vector<int32_t> out(static_cast<size_t>(count), kPadded);
+  std::vector<int64_t> idx(rank, 0);
+  for (size_t flat = 0; flat < out.size(); ++flat) {
+    int64_t src = 0;
+    bool inside = true;
+    for (size_t i = 0; i < rank; ++i) {
+      const int64_t at = idx[i] - before[i];
+      inside = inside && at >= 0 && at < shape[i];
+      src = src * shape[i] + at;
+    }
+    if (inside) out[flat] = data[static_cast<size_t>(src)];
+    for (size_t i = rank; i-- > 0;) {
+      if (++idx[i] < out_shape[i]) break;
+      idx[i] = 0;
+    }
+  }
+  shape = std::move(out_shape);
+  data = std::move(out);
+  return true;
+}
+
 }  // namespace npuflow::encoder

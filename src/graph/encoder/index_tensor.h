@@ -22,6 +22,10 @@ struct IndexTensor {
   // Keeps [start, start + len) of `axis` (Split, Slice), or drops the axis after taking one
   // index of it (Gather with a scalar index).
   bool select(int64_t axis, int64_t start, int64_t len, bool drop);
+  // Constant padding: `before[i]` and `after[i]` new entries on axis i hold kPadded (no element).
+  // Negative amounts crop, as ONNX Pad does.
+  bool pad(const std::vector<int64_t>& before, const std::vector<int64_t>& after);
+  static constexpr int32_t kPadded = -1;
 };
 
 }  // namespace npuflow::encoder

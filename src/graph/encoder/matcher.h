@@ -7,6 +7,8 @@
 //   rotary_probe.cc  rotations split across layouts, found as a region and evaluated
 //   block.cc       one pre- or post-LN transformer block along the residual stream, its MLP
 //   windows.cc     a windowed encoder: its global blocks' sequence merge, its partitioned stream
+//   grid.cc        SAM's ViT-Det blocks on a [B, H, W, C] grid: window partitions by replay
+//   rel_pos.cc     SAM's decomposed relative-position bias on the scores
 //   embedding.cc   the patch embedding, class token and position embedding
 //   registers.cc   register tokens inserted among the embedded tokens
 //   closure.cc     the claim's node set: shape arithmetic pulled in, exits, escapes
@@ -25,6 +27,7 @@
 #include "graph/claim.h"
 #include "graph/encoder/canonical.h"
 #include "graph/encoder/float_tensor.h"
+#include "graph/encoder/grid_tiling.h"
 #include "graph/encoder_matcher.h"
 
 namespace npuflow::encoder {
@@ -212,10 +215,28 @@ class Matcher : public CanonicalGraph {
   std::optional<std::pair<std::vector<float>, std::vector<int64_t>>> rotary_table(
       ValueId table, const std::vector<int64_t>& perm) const;
   std::optional<int64_t> heads_of(const std::vector<NodeId>& ops) const;
-  // Backward from the output projection `o`: merge heads <- P @ V <- Softmax <- Q @ K^T.
-  std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why) const;
+  // Backward from the output projection `o`: merge heads <- P @ V <- Softmax <- Q @ K^T. With
+  // grid_w > 0 the tokens are a grid of rows of grid_w, the projections reading [B, rows, cols, D]
+  // (SAM's windows) and the heads merged back to that.
+  std::optional<Attention> attention(const Linear& o, int64_t tokens, Used& used, Fail& why,
+                                     int64_t grid_w = 0) const;
   std::optional<ValueId> block(ValueId h, int64_t tokens, EncoderLayerRef& layer, Used& used,
                                Fail& why) const;
+  // The attention's projections, scale and softmax form into the layer (block() and grid_block()).
+  static void take_attention(const Attention& att, EncoderLayerRef& layer);
+  // SAM's ViT-Det image encoder from its channels-last patch embedding `conv_id`: the blocks from
+  // the [B, H, W, C] token grid on (the embedding stays on the CPU EP).
+  std::optional<Claim> run_grid(NodeId conv_id, Fail& why);
+  // A pre-LN block on the grid stream `h` whose attention runs in windows of the zero-padded grid
+  // or over the whole grid (grid.cc).
+  std::optional<ValueId> grid_block(ValueId h, EncoderLayerRef& layer, Used& used, Fail& why) const;
+  // The decomposed relative-position bias `bias` added to the scores of `att` over `tiling`'s
+  // windows: its tables into `grid` (rel_pos.cc).
+  bool grid_rel_pos(ValueId bias, const Attention& att, const GridTiling& tiling, GridRef& grid,
+                    Used& used, Fail& why) const;
+  // `n` reads a head-split query for the relative-position bias (an Einsum, or a Reshape that
+  // only Einsums read): a second reader of q that a grid attention's chain allows.
+  bool rel_pos_tap(NodeId n) const;
   // A Reshape producing `v` that regroups a stream of `tokens`-token sequences: with `merge`,
   // [B, T, D] -> [B/g, g T, D] (g consecutive sequences become one, as a windowed encoder's
   // global block does; g may be 1); else back, [B/g, g T, D] -> [B, T, D]. It moves no data. Its
@@ -259,6 +280,7 @@ class Matcher : public CanonicalGraph {
   mutable std::string heads_source_;
   mutable int64_t hidden_ = 0;
   mutable std::pair<ValueId, NormRef> last_norm1_{kNoValue, {}};
+  bool grid_mode_ = false;  // the stack is SAM's: block() matches grid blocks
 };
 
 // A Gather of rows of a 2-D float constant by integer ids that are a graph input: a text

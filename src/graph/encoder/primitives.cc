@@ -34,8 +34,16 @@ std::optional<Linear> Matcher::linear(ValueId y, Used& used, bool allow_reshaped
     }
     // The reshape back is to the stream's [B, T, N] (or [rows, N]); anything else (a head split
     // merged into it, even [B, T, 1, N] for one head) is a layout op of the chain.
-    if (auto target = reshape_target(*node);
-        target && !target->empty() && (target->back() != lin->n || target->size() > 3)) {
+    // A grid [B, H, W, N] back from [B, H, W, K] keeps x's leading dims: that is a linear too.
+    const auto restores_x = [&](const std::vector<int64_t>& target) {
+      const auto x_dims = static_shape(g_.node(inner).input(0));
+      return x_dims && x_dims->size() == target.size() && target.back() == lin->n &&
+             std::equal(target.begin(), target.end() - 1, x_dims->begin(),
+                        [](int64_t a, int64_t b) { return a > 0 && a == b; });
+    };
+    if (auto target = reshape_target(*node); target && !target->empty() &&
+                                             (target->back() != lin->n || target->size() > 3) &&
+                                             !restores_x(*target)) {
       if (!allow_reshaped_output) return std::nullopt;
       lin->reshaped_output = p;
     }

@@ -72,6 +72,32 @@ bool CanonicalGraph::replay(IndexTensor& t, const std::vector<NodeId>& ops, int 
         e = std::clamp<int64_t>(e, b, dim);
         if (!t.select(axis, b, e - b, false)) return false;
       }
+    } else if (node.op_type == "Pad") {
+      // Constant zero padding only: what fills a padded entry is no element of the input.
+      const Attribute* mode = node.attribute("mode");
+      if ((mode && mode->text && *mode->text != "constant") ||
+          (node.input(2) != kNoValue && !zero_float_constant(node.input(2))))
+        return false;
+      auto pads = shape_values(node.input(1), env);
+      if (!pads || pads->size() % 2 != 0) return false;
+      const size_t listed = pads->size() / 2;
+      std::vector<int64_t> axes;
+      if (node.input(3) != kNoValue) {
+        auto c = int_constant(node.input(3));
+        if (!c || c->size() != listed) return false;
+        axes = *c;
+      } else {
+        if (listed != static_cast<size_t>(rank)) return false;
+        for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+      }
+      std::vector<int64_t> before(static_cast<size_t>(rank), 0), after(before);
+      for (size_t i = 0; i < listed; ++i) {
+        const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+        if (axis < 0 || axis >= rank) return false;
+        before[static_cast<size_t>(axis)] = (*pads)[i];
+        after[static_cast<size_t>(axis)] = (*pads)[i + listed];
+      }
+      if (!t.pad(before, after)) return false;
     } else if (node.op_type == "Identity" || is_noop_cast(n)) {
       // Moves nothing.
     } else if (node.op_type == "Squeeze" || node.op_type == "Unsqueeze") {
