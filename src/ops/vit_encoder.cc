@@ -18,6 +18,18 @@
 namespace npuflow {
 namespace {
 
+// A relative-position table [queries][keys][head_dim] as [queries][head_dim][keys].
+std::vector<float> keys_last(const FloatRef& table) {
+  const int64_t queries = table.shape[0], keys = table.shape[1], head_dim = table.shape[2];
+  std::vector<float> out(static_cast<size_t>(queries * keys * head_dim));
+  for (int64_t q = 0; q < queries; ++q)
+    for (int64_t k = 0; k < keys; ++k)
+      for (int64_t c = 0; c < head_dim; ++c)
+        out[static_cast<size_t>((q * head_dim + c) * keys + k)] =
+            table.data[(q * keys + k) * head_dim + c];
+  return out;
+}
+
 std::vector<float> copy_of(const FloatRef& ref) {
   return std::vector<float>(ref.data, ref.data + ref.count());
 }
@@ -210,8 +222,8 @@ Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const V
     if (lw.grid) {
       NPUFLOW_RETURN_IF_ERROR(check_grid(*lw.grid, lw, index, d / spec.heads));
       layer.grid = Layer::Grid{lw.grid->grid_h, lw.grid->grid_w, lw.grid->window,
-                               lw.grid->rel_h ? copy_of(*lw.grid->rel_h) : std::vector<float>{},
-                               lw.grid->rel_w ? copy_of(*lw.grid->rel_w) : std::vector<float>{}};
+                               lw.grid->rel_h ? keys_last(*lw.grid->rel_h) : std::vector<float>{},
+                               lw.grid->rel_w ? keys_last(*lw.grid->rel_w) : std::vector<float>{}};
     }
     plan->sequence_group_ = std::lcm(plan->sequence_group_, lw.attention_group);
     plan->layers_.push_back(std::move(layer));

@@ -209,7 +209,8 @@ class VitEncoder {
     int64_t attention_group = 1;
     struct Grid {  // no member initializers: clang cannot construct it in the incomplete class
       int64_t grid_h, grid_w, window;
-      std::vector<float> rel_h, rel_w;  // empty: no relative-position bias
+      // [queries][head_dim][keys] (the factors' loop runs over keys): empty: no relative bias.
+      std::vector<float> rel_h, rel_w;
     };
     std::optional<Grid> grid;
     EncoderActivation activation = EncoderActivation::kGeluErf;

@@ -13,22 +13,22 @@
 namespace npuflow {
 namespace {
 
-// factors[(h * T + i) * keys + k] = q_i,h . table[query_at(i)][k] for each head h and query i of
-// the T = rows x cols grid: q from the [q|k|v] rows, table [queries][keys][head_dim].
-void relative_factors(const float* qkv, int64_t d, int64_t heads, int64_t rows, int64_t cols,
-                      const std::vector<float>& table, bool by_row, float* factors) {
+// factors[i * keys + k] = q_i,h . table[query_at(i)][k] for head h and each query i of the
+// T = rows x cols grid: q from the [q|k|v] rows, table [queries][head_dim][keys] (the loop over
+// keys is an axpy per head dim: each factor still sums its head dim in order).
+void relative_factors(const float* qkv, int64_t d, int64_t heads, int64_t h, int64_t rows,
+                      int64_t cols, const std::vector<float>& table, bool by_row, float* factors) {
   const int64_t head_dim = d / heads, tokens = rows * cols, keys = by_row ? rows : cols;
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < tokens; ++i) {
-      const float* q = qkv + i * 3 * d + h * head_dim;
-      const int64_t at = by_row ? i / cols : i % cols;
-      const float* rel = table.data() + at * keys * head_dim;
-      float* out = factors + (h * tokens + i) * keys;
-      for (int64_t k = 0; k < keys; ++k) {
-        float sum = 0;
-        for (int64_t c = 0; c < head_dim; ++c) sum += q[c] * rel[k * head_dim + c];
-        out[k] = sum;
-      }
+  for (int64_t i = 0; i < tokens; ++i) {
+    const float* q = qkv + i * 3 * d + h * head_dim;
+    const int64_t at = by_row ? i / cols : i % cols;
+    const float* rel = table.data() + at * head_dim * keys;
+    float* out = factors + i * keys;
+    std::fill(out, out + keys, 0.0f);
+    for (int64_t c = 0; c < head_dim; ++c) {
+      const float qc = q[c];
+      const float* rel_c = rel + c * keys;
+      for (int64_t k = 0; k < keys; ++k) out[k] += qc * rel_c[k];
     }
   }
 }
@@ -110,16 +110,24 @@ Status VitEncoder::grid_attention(const Layer& L, size_t li, const float* attn_i
   NPUFLOW_RETURN_IF_ERROR(project(L.qkv, rows_in, padded, total, s.qkv.data(), context));
   const bool relative = !g.rel_h.empty();
   if (relative) {
-    s.rel_rows.resize(static_cast<size_t>(heads_ * span * rows));
-    s.rel_cols.resize(static_cast<size_t>(heads_ * span * cols));
+    // Every window's factors at once, a task per (window, head), laid out [window][head][query].
+    s.rel_rows.resize(static_cast<size_t>(windows * heads_ * span * rows));
+    s.rel_cols.resize(static_cast<size_t>(windows * heads_ * span * cols));
+    context.run(static_cast<size_t>(windows * heads_), [&](size_t task) {
+      const auto w = static_cast<int64_t>(task) / heads_, h = static_cast<int64_t>(task) % heads_;
+      const float* qkv = s.qkv.data() + w * span * 3 * d;
+      relative_factors(qkv, d, heads_, h, rows, cols, g.rel_h, true,
+                       s.rel_rows.data() + (w * heads_ + h) * span * rows);
+      relative_factors(qkv, d, heads_, h, rows, cols, g.rel_w, false,
+                       s.rel_cols.data() + (w * heads_ + h) * span * cols);
+    });
   }
   for (int64_t w = 0; w < windows; ++w) {
     const float* qkv = s.qkv.data() + w * span * 3 * d;
     AttentionBias bias;
     if (relative) {
-      relative_factors(qkv, d, heads_, rows, cols, g.rel_h, true, s.rel_rows.data());
-      relative_factors(qkv, d, heads_, rows, cols, g.rel_w, false, s.rel_cols.data());
-      bias.relative = {s.rel_rows.data(), s.rel_cols.data(), rows, cols};
+      bias.relative = {s.rel_rows.data() + w * heads_ * span * rows,
+                       s.rel_cols.data() + w * heads_ * span * cols, rows, cols};
     }
     NPUFLOW_RETURN_IF_ERROR(attend(L, li, qkv, span, bias, rows_out + w * span * d, context));
   }

@@ -75,8 +75,17 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
       for (int64_t dim : *known) count = dim > 0 && count > 0 ? count * dim : -1;
       const int64_t largest =
           count > 0 ? count : 4 * std::max(height, width) * std::max(height, width) * channels;
+      // The windows' own shape [windows, w, w, C], where the projection writes it, names the
+      // size to try first; another size is searched only when that one does not replay (each
+      // replay moves every element of a 4096-token grid).
+      std::vector<int64_t> sizes;
+      if (known->size() == 4 && (*known)[1] > 0 && (*known)[1] == (*known)[2])
+        sizes.push_back((*known)[1]);
       // A window may exceed the grid (one window over the padded grid).
-      for (int64_t window = 0; window * window * channels <= largest; ++window) {
+      for (int64_t window = 0; window * window * channels <= largest; ++window)
+        if (sizes.empty() || window != sizes.front()) sizes.push_back(window);
+      for (int64_t window : sizes) {
+        if (tilings.size() == 1 && known->size() == 4 && tilings.front().rows == (*known)[1]) break;
         const GridTiling t = GridTiling::of(batch, height, width, channels, window);
         std::vector<int64_t> from = *known;
         if (count < 0) {

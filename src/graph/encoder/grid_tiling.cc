@@ -7,6 +7,7 @@ namespace npuflow::encoder {
 GridTiling GridTiling::of(int64_t batch, int64_t height, int64_t width, int64_t channels,
                           int64_t window) {
   GridTiling t;
+  if (window == height && window == width) window = 0;  // one window that is the grid: the grid
   t.batch = batch;
   t.height = height;
   t.width = width;

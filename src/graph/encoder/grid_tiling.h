@@ -14,7 +14,7 @@ struct GridTiling {
   int64_t window = 0;  // 0: the whole grid
   int64_t rows = 0, cols = 0, down = 1, across = 1;
 
-  // Windows of `window` tokens a side, or the whole grid when window is 0.
+  // Windows of `window` tokens a side, or the whole grid when window is 0 (or is the grid).
   static GridTiling of(int64_t batch, int64_t height, int64_t width, int64_t channels,
                        int64_t window);
   int64_t windows() const { return batch * down * across; }
