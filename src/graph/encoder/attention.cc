@@ -6,6 +6,28 @@
 
 namespace npuflow::encoder {
 
+std::vector<int32_t> head_split_indices(int64_t batch, int64_t tokens, int64_t d, int64_t heads,
+                                        int64_t stride, int64_t offset, bool keys) {
+  const int64_t dh = d / heads;
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(batch * tokens * d));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto at = [&](int64_t t, int64_t c) {
+        return static_cast<int32_t>((b * tokens + t) * stride + offset + h * dh + c);
+      };
+      if (keys) {
+        for (int64_t c = 0; c < dh; ++c)
+          for (int64_t t = 0; t < tokens; ++t) out.push_back(at(t, c));
+      } else {
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t c = 0; c < dh; ++c) out.push_back(at(t, c));
+      }
+    }
+  }
+  return out;
+}
+
 std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Used& used, Fail& why,
                                             int64_t grid_w) const {
   Used local;
@@ -219,23 +241,7 @@ std::optional<Attention> Matcher::attention(const Linear& o, int64_t tokens, Use
     return x;
   };
   auto expect = [&](int64_t h, bool key, int64_t stride, int64_t offset) {
-    const int64_t dh = d / h;
-    std::vector<int32_t> out;
-    for (int64_t bb = 0; bb < b; ++bb) {
-      const int64_t row0 = bb * t;
-      for (int64_t hh = 0; hh < h; ++hh) {
-        if (key) {
-          for (int64_t c = 0; c < dh; ++c)
-            for (int64_t tt = 0; tt < t; ++tt)
-              out.push_back(static_cast<int32_t>((row0 + tt) * stride + offset + hh * dh + c));
-        } else {
-          for (int64_t tt = 0; tt < t; ++tt)
-            for (int64_t c = 0; c < dh; ++c)
-              out.push_back(static_cast<int32_t>((row0 + tt) * stride + offset + hh * dh + c));
-        }
-      }
-    }
-    return out;
+    return head_split_indices(b, t, d, h, stride, offset, key);
   };
   // A fused part is the block of D columns its replay lands in: [0,D) q, [D,2D) k, [2D,3D) v,
   // nothing else (a part of another width, straddling two blocks, or two parts swapped).

@@ -130,9 +130,12 @@ std::optional<std::vector<int64_t>> int_arithmetic(const std::string& op,
 
 }  // namespace
 
+// How deep shape_values and filled follow a shape chain: deep enough for SAM's window padding,
+// (window - H % window) % window with each step cast twice.
+constexpr int kMaxShapeDepth = 24;
+
 std::optional<std::pair<int64_t, int64_t>> CanonicalGraph::filled(ValueId v, int depth) const {
-  // Deep enough for SAM's window padding ((window - H % window) % window, cast twice per step).
-  if (depth > 24 || v == kNoValue) return std::nullopt;
+  if (depth > kMaxShapeDepth || v == kNoValue) return std::nullopt;
   if (auto c = int_constant(v)) {
     if (c->empty() || std::any_of(c->begin(), c->end(), [&](int64_t x) { return x != c->front(); }))
       return std::nullopt;
@@ -162,8 +165,7 @@ std::optional<std::pair<int64_t, int64_t>> CanonicalGraph::filled(ValueId v, int
 
 std::optional<std::vector<int64_t>> CanonicalGraph::shape_values(ValueId v, const ShapeEnv* env,
                                                                  int depth) const {
-  // Deep enough for SAM's window padding ((window - H % window) % window, cast twice per step).
-  if (depth > 24 || v == kNoValue) return std::nullopt;
+  if (depth > kMaxShapeDepth || v == kNoValue) return std::nullopt;
   if (auto c = int_constant(v)) return c;
   const NodeId p = producer(v);
   if (p == kNoNode || !is_standard_domain(g_.node(p))) return std::nullopt;

@@ -36,7 +36,7 @@ std::vector<GemmWork> encoder_work(const GraphView& graph, const VisionEncoderCl
   if (!enc.exits.empty()) {
     const ValueId exit = graph.find_value(enc.exits[0].value);
     const size_t rank = exit == kNoValue ? 0 : graph.value(exit).shape.size();
-    if (graph.value(exit).has_shape && (rank == 3 || rank == 4)) {
+    if (exit != kNoValue && graph.value(exit).has_shape && (rank == 3 || rank == 4)) {
       // A symbolic batch counts as one image; a grid [B, H, W, D] has H x W tokens.
       const auto& shape = graph.value(exit).shape;
       tokens = rank == 4 && shape[1] > 0 && shape[2] > 0 ? shape[1] * shape[2] : shape[1];

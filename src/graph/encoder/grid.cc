@@ -38,6 +38,21 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
   const auto layout_op = [&](NodeId p, bool pad) {
     return is(p, "Reshape") || is(p, "Transpose") || (pad ? is(p, "Pad") : is(p, "Slice"));
   };
+  // Walks back from `v` through layout ops (a Pad with `pad`, else a Slice) that only the chain
+  // reads, until `reached(value)`: their nodes in forward order into `ops`, and whether it did.
+  const auto peel = [&](ValueId v, bool pad, const auto& reached, std::vector<NodeId>& ops) {
+    for (int guard = 0; guard < 8; ++guard) {
+      if (reached(v)) {
+        std::reverse(ops.begin(), ops.end());
+        return true;
+      }
+      const NodeId p = producer(v);
+      if (p == kNoNode || !layout_op(p, pad) || non_shape_consumers(v).size() != 1) return false;
+      ops.push_back(p);
+      v = g_.node(p).input(0);
+    }
+    return false;
+  };
   for (NodeId add1 : g_.value(h).consumers) {
     if (!is(add1, "Add")) continue;
     const NodeInfo& a1 = g_.node(add1);
@@ -46,21 +61,16 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
     // The output projection, behind the windows' unpartition (layout ops and a crop).
     Used local;
     std::vector<NodeId> unpartition;
-    ValueId x = branch;
+    ValueId x = kNoValue;  // the projection's output
     std::optional<Linear> o;
-    for (int guard = 0; guard < 8; ++guard) {
+    const auto projection = [&](ValueId v) {
       Used u;
-      if ((o = linear(x, u))) {
-        local = u;
-        break;
-      }
-      const NodeId p = producer(x);
-      if (p == kNoNode || !layout_op(p, false) || non_shape_consumers(x).size() != 1) break;
-      unpartition.push_back(p);
-      x = g_.node(p).input(0);
-    }
-    if (!o) continue;
-    std::reverse(unpartition.begin(), unpartition.end());
+      if (!(o = linear(v, u))) return false;
+      local = u;
+      x = v;
+      return true;
+    };
+    if (!peel(branch, false, projection, unpartition)) continue;
     // The window size: one whose unpartition the chain replays (ORT may have folded the windows'
     // own shape into the projection's flatten, so it is not read off a shape), and whose token
     // count the attention's head split proves (a replay alone cannot tell bands of whole rows
@@ -76,23 +86,22 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
       const int64_t largest =
           count > 0 ? count : 4 * std::max(height, width) * std::max(height, width) * channels;
       // The windows' own shape [windows, w, w, C], where the projection writes it, names the
-      // size to try first; another size is searched only when that one does not replay (each
+      // size to try first; the others are searched only when that one does not replay (each
       // replay moves every element of a 4096-token grid).
+      const int64_t named =
+          known->size() == 4 && (*known)[1] > 0 && (*known)[1] == (*known)[2] ? (*known)[1] : -1;
       std::vector<int64_t> sizes;
-      if (known->size() == 4 && (*known)[1] > 0 && (*known)[1] == (*known)[2])
-        sizes.push_back((*known)[1]);
+      if (named > 0) sizes.push_back(named);
       // A window may exceed the grid (one window over the padded grid).
       for (int64_t window = 0; window * window * channels <= largest; ++window)
-        if (sizes.empty() || window != sizes.front()) sizes.push_back(window);
+        if (window != named) sizes.push_back(window);
       for (int64_t window : sizes) {
-        if (tilings.size() == 1 && known->size() == 4 && tilings.front().rows == (*known)[1]) break;
         const GridTiling t = GridTiling::of(batch, height, width, channels, window);
         std::vector<int64_t> from = *known;
         if (count < 0) {
-          const int64_t rows = t.windows() * t.rows * t.cols;
           if (known->size() == 4) from = {t.windows(), t.rows, t.cols, channels};
           if (known->size() == 3) from = {t.windows(), t.rows * t.cols, channels};
-          if (known->size() == 2) from = {rows, channels};
+          if (known->size() == 2) from = {t.windows() * t.rows * t.cols, channels};
           bool fits = from.size() == known->size();
           for (size_t i = 0; fits && i < from.size(); ++i)
             fits = (*known)[i] < 0 || (*known)[i] == from[i];
@@ -100,8 +109,10 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
         } else if (count != t.windows() * t.rows * t.cols * channels) {
           continue;
         }
-        if (moves_as(unpartition, from, {batch, height, width, channels}, t.unpartitioned()))
+        if (moves_as(unpartition, from, {batch, height, width, channels}, t.unpartitioned())) {
           tilings.push_back(t);
+          if (window == named) break;
+        }
       }
     }
     if (tilings.empty()) {
@@ -137,24 +148,19 @@ std::optional<ValueId> Matcher::grid_block(ValueId h, EncoderLayerRef& layer, Us
     if (att->bias != kNoValue && !grid_rel_pos(att->bias, *att, tiling, grid, local, why)) continue;
     // The windows the projections read: a partition (zero Pad, layout ops) of LN1(h).
     std::vector<NodeId> partition;
-    ValueId normed = att->x;
+    ValueId normed = kNoValue;  // the LayerNorm's output
     std::optional<Norm> ln;
-    for (int guard = 0; guard < 8; ++guard) {
+    const auto norm_of_stream = [&](ValueId v) {
       Used u;
-      if ((ln = layernorm(normed, u)) && ln->x == h) {
-        local.insert(local.end(), u.begin(), u.end());
-        break;
-      }
-      ln.reset();
-      const NodeId p = producer(normed);
-      if (p == kNoNode || !layout_op(p, true) || non_shape_consumers(normed).size() != 1) break;
-      partition.push_back(p);
-      normed = g_.node(p).input(0);
-    }
-    std::reverse(partition.begin(), partition.end());
-    if (!ln || !moves_as(partition, {batch, height, width, channels},
-                         {tiling.windows(), tiling.rows, tiling.cols, channels},
-                         tiling.partitioned(), /*rows_only=*/true)) {
+      if (!(ln = layernorm(v, u)) || ln->x != h) return false;
+      local.insert(local.end(), u.begin(), u.end());
+      normed = v;
+      return true;
+    };
+    if (!peel(att->x, true, norm_of_stream, partition) ||
+        !moves_as(partition, {batch, height, width, channels},
+                  {tiling.windows(), tiling.rows, tiling.cols, channels}, tiling.partitioned(),
+                  /*rows_only=*/true)) {
       why = {"window_partition",
              str_cat("the attention does not read a ", tiling.rows, "x", tiling.cols,
                      " window partition of a LayerNorm of the ", height, "x", width, " stream")};

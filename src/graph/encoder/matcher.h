@@ -283,6 +283,12 @@ class Matcher : public CanonicalGraph {
   bool grid_mode_ = false;  // the stack is SAM's: block() matches grid blocks
 };
 
+// The element indices a head split reads from a [batch, tokens, stride] projection output's
+// columns [offset, offset + d): [batch, heads, tokens, d / heads] in that order, or for keys
+// [batch, heads, d / heads, tokens]. What the attention's replays are compared with.
+std::vector<int32_t> head_split_indices(int64_t batch, int64_t tokens, int64_t d, int64_t heads,
+                                        int64_t stride, int64_t offset, bool keys);
+
 // A Gather of rows of a 2-D float constant by integer ids that are a graph input: a text
 // encoder's token embedding.
 bool is_token_embedding(const GraphView& g, NodeId n);

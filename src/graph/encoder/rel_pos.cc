@@ -106,16 +106,10 @@ bool Matcher::grid_rel_pos(ValueId bias, const Attention& att, const GridTiling&
     return fail("the relative-position query is not the attention's q projection");
   const int64_t n = att.fused ? 3 * att.d : att.d;
   IndexTensor x = IndexTensor::iota({tiling.windows(), tokens, n});
-  std::vector<int32_t> expected;
-  for (int64_t w = 0; w < tiling.windows(); ++w)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t c = 0; c < head_dim; ++c)
-          expected.push_back(static_cast<int32_t>((w * tokens + t) * n + h * head_dim + c));
   if (!replay(x, chain->ops, chain->split_output) ||
       x.shape !=
           std::vector<int64_t>{tiling.windows() * heads, tiling.rows, tiling.cols, head_dim} ||
-      x.data != expected)
+      x.data != head_split_indices(tiling.windows(), tokens, att.d, heads, n, 0, false))
     return fail(
         "the relative-position query does not lay out q as [windows x heads, rows, "
         "cols, head_dim]");
