@@ -70,7 +70,7 @@ install_sdcpp_spectrum() {
   log "fetching stable-diffusion-cpp-python $STABLE_DIFFUSION_CPP_PYTHON_VERSION sdist (sd.cpp's spectrum.hpp) from PyPI"
   local work tree
   work=$(mktemp -d)
-  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary stable-diffusion-cpp-python \
     "stable-diffusion-cpp-python==$STABLE_DIFFUSION_CPP_PYTHON_VERSION" -d "$work"
   tree=stable_diffusion_cpp_python-$STABLE_DIFFUSION_CPP_PYTHON_VERSION/vendor/stable-diffusion.cpp
   tar -xzf "$work/stable_diffusion_cpp_python-$STABLE_DIFFUSION_CPP_PYTHON_VERSION.tar.gz" -C "$work" \
@@ -86,7 +86,7 @@ install_sdcpp_spectrum() {
 fetch_sdist_tree() {
   local package=$1 version=$2 folder=$3 dest=$4 expect=$5 work archive
   work=$(mktemp -d)
-  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+  "$root/.venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary "$package" \
     "$package==$version" -d "$work"
   archive=$(ls "$work"/*.tar.gz)
   tar -xzf "$archive" -C "$work"
