@@ -1,10 +1,13 @@
-"""npuflow's ConvTranspose claim (host device, fp32) against the ONNX Runtime CPU EP, node by node.
+"""npuflow's ConvTranspose and Conv claims (host device, fp32) against the ONNX Runtime CPU EP,
+node by node.
 
-The shapes are the decoder of pix2pix's U-Net generator at 256x256 (ngf 64: 4x4 stride-2
-transposed convolutions, pads 1), each as a one-node model. Both arms run in this process with the
-same intra-op thread count, alternating run by run; the table reports each arm's median and the
-ratio CPU EP / npuflow (> 1: npuflow is faster). --write-costs replaces the `conv_transpose` rows
-of this machine's cost table (bench/cost_table.py), which claim=faster reads.
+The ConvTranspose shapes are the decoder of pix2pix's U-Net generator at 256x256 (ngf 64: 4x4
+stride-2 transposed convolutions, pads 1); the Conv shapes its encoder (4x4 stride-2 convolutions,
+pads 1) and SAM ViT-B's neck (1x1 from 768 to 256 channels, then 3x3, over the 64x64 grid). Each is
+a one-node model. Both arms run in this process with the same intra-op thread count, alternating
+run by run; the tables report each arm's median and the ratio CPU EP / npuflow (> 1: npuflow is
+faster). --write-costs replaces the `conv_transpose` and `conv` rows of this machine's cost table
+(bench/cost_table.py), which claim=faster reads.
 
     make bench-conv                  # the table in docs/performance.md
     .venv/bin/python bench/conv_transpose.py --runs 20 --threads 2
@@ -32,6 +35,11 @@ BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build")).resolve()
 # (input channels, output channels, input size): the U-Net decoder from the bottleneck out.
 SHAPES = [(512, 512, 2), (1024, 512, 8), (1024, 256, 32), (512, 128, 64), (256, 64, 128),
           (128, 3, 128)]
+# (input channels, output channels, input size, kernel, stride, pad): the U-Net encoder from the
+# image in, then SAM ViT-B's neck.
+CONV_SHAPES = [(3, 64, 256, 4, 2, 1), (64, 128, 128, 4, 2, 1), (128, 256, 64, 4, 2, 1),
+               (256, 512, 32, 4, 2, 1), (512, 512, 16, 4, 2, 1), (512, 512, 4, 4, 2, 1),
+               (768, 256, 64, 1, 1, 0), (256, 256, 64, 3, 1, 1)]
 
 
 def model(ic: int, oc: int, size: int) -> bytes:
@@ -43,6 +51,35 @@ def model(ic: int, oc: int, size: int) -> bytes:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, oc, 2 * size, 2 * size])],
         [numpy_helper.from_array(weight, "w")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def conv_model(ic: int, oc: int, size: int, kernel: int, stride: int, pad: int) -> bytes:
+    rng = np.random.default_rng(ic * 7 + oc + size + kernel)
+    weight = (rng.standard_normal((oc, ic, kernel, kernel)) /
+              np.sqrt(ic * kernel * kernel)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, stride],
+                            pads=[pad] * 4)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, ic, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def paired_medians(data: bytes, feed: dict, options, runs: int) -> tuple[float, float]:
+    """(npuflow ms, CPU EP ms): medians of `runs` alternating runs after one warm-up each."""
+    arms = {"npuflow": ort.InferenceSession(data, options(True)),
+            "cpu": ort.InferenceSession(data, options(False), providers=["CPUExecutionProvider"])}
+    times = {name: [] for name in arms}
+    for session in arms.values():
+        session.run(None, feed)
+    for _ in range(runs):
+        for name, session in arms.items():
+            start = time.perf_counter()
+            session.run(None, feed)
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times["npuflow"]), statistics.median(times["cpu"])
 
 
 def main():
@@ -69,20 +106,8 @@ def main():
     print("|---|---|---|---|---|---|---|")
     rows = []
     for ic, oc, size in SHAPES:
-        data = model(ic, oc, size)
-        arms = {"npuflow": ort.InferenceSession(data, options(True)),
-                "cpu": ort.InferenceSession(data, options(False),
-                                            providers=["CPUExecutionProvider"])}
         x = {"x": np.random.default_rng(1).standard_normal((1, ic, size, size)).astype(np.float32)}
-        times = {name: [] for name in arms}
-        for name, session in arms.items():
-            session.run(None, x)  # warm-up
-        for _ in range(args.runs):
-            for name, session in arms.items():
-                start = time.perf_counter()
-                session.run(None, x)
-                times[name].append((time.perf_counter() - start) * 1e3)
-        npuflow, cpu = (statistics.median(times[n]) for n in ("npuflow", "cpu"))
+        npuflow, cpu = paired_medians(model(ic, oc, size), x, options, args.runs)
         out = 2 * size
         print(f"| {ic} | {oc} | {size}x{size} | {out}x{out} | {npuflow:.2f} | {cpu:.2f} | "
               f"{cpu / npuflow:.2f}x |")
@@ -92,8 +117,25 @@ def main():
         rows.append(dict(kind="conv_transpose", model=f"ConvTranspose {ic}->{oc} at {size}px",
                          family="", tokens=0, hidden=0, rows=m, k=k, n=n,
                          flops=2.0 * m * k * n, npuflow_ms=npuflow, cpu_ep_ms=cpu))
+    print(f"\nConv, host device vs CPU EP, {args.threads} threads, median of {args.runs} "
+          "alternating runs")
+    print("| IC | OC | input | kernel, stride, pad | npuflow ms | CPU EP ms | CPU EP / npuflow |")
+    print("|---|---|---|---|---|---|---|")
+    for ic, oc, size, kernel, stride, pad in CONV_SHAPES:
+        x = {"x": np.random.default_rng(2).standard_normal((1, ic, size, size)).astype(np.float32)}
+        npuflow, cpu = paired_medians(conv_model(ic, oc, size, kernel, stride, pad), x, options,
+                                      args.runs)
+        print(f"| {ic} | {oc} | {size}x{size} | {kernel}x{kernel}, {stride}, {pad} | "
+              f"{npuflow:.2f} | {cpu:.2f} | {cpu / npuflow:.2f}x |")
+        # In the claim's terms (graph/conv_matcher.cc): the GEMM over the output's pixels,
+        # IC KH KW taps, OC padded to the device's group of 16.
+        out = (size + 2 * pad - kernel) // stride + 1
+        m, k, n = out * out, ic * kernel * kernel, (oc + 15) // 16 * 16
+        rows.append(dict(kind="conv", model=f"Conv {ic}->{oc} {kernel}x{kernel}/{stride} at "
+                         f"{size}px", family="", tokens=0, hidden=0, rows=m, k=k, n=n,
+                         flops=2.0 * m * k * n, npuflow_ms=npuflow, cpu_ep_ms=cpu))
     if args.write_costs:
-        path = write_rows(None, {"conv_transpose"}, rows, args.threads,
+        path = write_rows(None, {"conv_transpose", "conv"}, rows, args.threads,
                           "bench/conv_transpose.py --write-costs")
         print(f"cost rows written to {path}")
 

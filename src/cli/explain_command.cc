@@ -63,14 +63,16 @@ void print_encoders(const JsonValue& graph) {
   }
 }
 
-void print_conv_transposes(const JsonValue& graph) {
+// Conv and ConvTranspose claims, a row per node (ConvTranspose's output padding beside its pads).
+void print_convolutions(const JsonValue& graph) {
+  const bool transposed = graph["matcher"].string() == "conv_transpose";
   const auto& claims = graph["claims"].array();
-  std::printf("graph '%s': %zu of %d ConvTranspose nodes claimed\n",
-              graph["graph"].string().c_str(), claims.size(),
-              static_cast<int>(graph["candidates"].integer()));
+  std::printf("graph '%s': %zu of %d %s nodes claimed\n", graph["graph"].string().c_str(),
+              claims.size(), static_cast<int>(graph["candidates"].integer()),
+              transposed ? "ConvTranspose" : "Conv");
   if (claims.empty()) return;
   std::printf("  %-28s %6s %6s %-7s %-7s %-9s %-7s %s\n", "node", "IC", "OC", "kernel", "stride",
-              "pads", "outpad", "dilation");
+              "pads", transposed ? "outpad" : "", "dilation");
   auto pair = [](const JsonValue& v) {
     return str_cat(v.array()[0].integer(), "x", v.array()[1].integer());
   };
@@ -82,19 +84,21 @@ void print_conv_transposes(const JsonValue& graph) {
                 str_cat(pads[0].integer(), ",", pads[1].integer(), ",", pads[2].integer(), ",",
                         pads[3].integer())
                     .c_str(),
-                pair(claim["output_padding"]).c_str(), pair(claim["dilations"]).c_str());
+                transposed ? pair(claim["output_padding"]).c_str() : "",
+                pair(claim["dilations"]).c_str());
   }
 }
 
 void print_graph(const JsonValue& graph) {
   const auto& claims = graph["claims"].array();
   const auto& refusals = graph["refusals"].array();
-  const bool own_table =
-      graph["matcher"].string() == "vision" || graph["matcher"].string() == "conv_transpose";
+  const bool convolutions =
+      graph["matcher"].string() == "conv_transpose" || graph["matcher"].string() == "conv";
+  const bool own_table = graph["matcher"].string() == "vision" || convolutions;
   if (graph["matcher"].string() == "vision") {
     print_encoders(graph);
-  } else if (graph["matcher"].string() == "conv_transpose") {
-    print_conv_transposes(graph);
+  } else if (convolutions) {
+    print_convolutions(graph);
   } else {
     const std::string& matcher = graph["matcher"].string();
     std::printf("graph '%s': %zu of %d %s claimed\n", graph["graph"].string().c_str(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph_view.h"
+#include "ops/conv2d.h"
 #include "ops/conv_transpose.h"
 #include "ops/tensor_program.h"
 #include "ops/vit_encoder.h"
@@ -21,7 +22,8 @@ enum class ClaimKind {
   kIntegerMatMul,
   kTensorProgram,
   kFloatMatMul,
-  kConvTranspose
+  kConvTranspose,
+  kConv
 };
 
 // One GEMM a claim (or the CPU EP, for what is not claimed) will run per inference: what
@@ -175,11 +177,20 @@ struct VisionEncoderClaim {
   std::string note;  // e.g. why the embedding stayed on the CPU EP
 };
 
-// A ConvTranspose node (graph/conv_transpose_matcher.h): its float input and output by name, its
-// constant weight [ic][oc][kh][kw] and optional constant bias [oc] by initializer name.
-struct ConvTransposeClaim {
+// A claimed convolution's float input and output by name, its constant weight and optional
+// constant bias [oc] by initializer name.
+struct ConvolutionRef {
   std::string input, output, weight, bias;  // bias "" when there is none
+};
+
+// A ConvTranspose node (graph/conv_transpose_matcher.h); weight [ic][oc][kh][kw].
+struct ConvTransposeClaim : ConvolutionRef {
   ConvTransposeSpec spec;
+};
+
+// A Conv node (graph/conv_matcher.h); weight [oc][ic][kh][kw].
+struct ConvClaim : ConvolutionRef {
+  ConvSpec spec;
 };
 
 struct Claim {
@@ -191,6 +202,7 @@ struct Claim {
   IntegerMatMulClaim integer;
   VisionEncoderClaim encoder;
   ConvTransposeClaim conv_transpose;
+  ConvClaim conv;
   TensorProgram program;  // kTensorProgram (the program_ops test knob)
 };
 

@@ -132,6 +132,18 @@ std::string encoder_json(const Claim& claim, const std::vector<std::string>& nod
       json_escape(e.note), "\",\"work\":", work_json(claim), "}");
 }
 
+// A Conv or ConvTranspose claim's common fields, the object left open for the caller's own.
+std::string conv_json(const Claim& claim, int64_t ic, int64_t oc, int64_t kh, int64_t kw,
+                      int64_t stride_y, int64_t stride_x, const std::vector<int64_t>& pads,
+                      int64_t dil_y, int64_t dil_x, bool bias) {
+  return str_cat("{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
+                 json_escape(claim.anchor_name), "\",\"nodes\":[\"", json_escape(claim.anchor_name),
+                 "\"],\"ic\":", ic, ",\"oc\":", oc, ",\"kernel\":[", kh, ",", kw, "],\"strides\":[",
+                 stride_y, ",", stride_x, "],\"pads\":[", pads[0], ",", pads[1], ",", pads[2], ",",
+                 pads[3], "],\"dilations\":[", dil_y, ",", dil_x,
+                 "],\"bias\":", bias ? "true" : "false", ",\"work\":", work_json(claim));
+}
+
 }  // namespace
 
 std::string claims_to_json(const std::string& graph_name, const GraphView& graph,
@@ -151,15 +163,20 @@ std::string claims_to_json(const std::string& graph_name, const GraphView& graph
     std::vector<std::string> node_names;
     if (claim.kind == ClaimKind::kConvTranspose) {
       const ConvTransposeSpec& c = claim.conv_transpose.spec;
-      out +=
-          str_cat(i ? "," : "", "{\"kind\":\"", claim_kind_name(claim.kind), "\",\"node\":\"",
-                  json_escape(claim.anchor_name), "\",\"nodes\":[\"",
-                  json_escape(claim.anchor_name), "\"],\"ic\":", c.ic, ",\"oc\":", c.oc,
-                  ",\"kernel\":[", c.kh, ",", c.kw, "],\"strides\":[", c.stride_y, ",", c.stride_x,
-                  "],\"pads\":[", c.pad_top, ",", c.pad_left, ",", c.pad_bottom, ",", c.pad_right,
-                  "],\"output_padding\":[", c.opad_y, ",", c.opad_x, "],\"dilations\":[", c.dil_y,
-                  ",", c.dil_x, "],\"bias\":", claim.conv_transpose.bias.empty() ? "false" : "true",
-                  ",\"work\":", work_json(claim), "}");
+      out += str_cat(i ? "," : "",
+                     conv_json(claim, c.ic, c.oc, c.kh, c.kw, c.stride_y, c.stride_x,
+                               {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right}, c.dil_y, c.dil_x,
+                               !claim.conv_transpose.bias.empty()),
+                     ",\"output_padding\":[", c.opad_y, ",", c.opad_x, "]}");
+      continue;
+    }
+    if (claim.kind == ClaimKind::kConv) {
+      const ConvSpec& c = claim.conv.spec;
+      out += str_cat(i ? "," : "",
+                     conv_json(claim, c.ic, c.oc, c.kh, c.kw, c.stride_y, c.stride_x,
+                               {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right}, c.dil_y, c.dil_x,
+                               !claim.conv.bias.empty()),
+                     "}");
       continue;
     }
     if (claim.kind == ClaimKind::kIntegerMatMul || claim.kind == ClaimKind::kFloatMatMul) {

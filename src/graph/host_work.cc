@@ -71,6 +71,16 @@ std::vector<HostWork> host_work_of(const Claim& claim) {
     }
     return out;
   }
+  if (claim.kind == ClaimKind::kConv) {
+    // fp32 -> fp16 in (about stride_y x stride_x input pixels per output pixel), the fp16
+    // output widened with the bias.
+    const GemmWork& g = claim.work.front();
+    const ConvSpec& s = claim.conv.spec;
+    out.push_back(
+        {g.name + ".convert", HostWorkKind::kConvert, g.rows, s.ic * s.stride_y * s.stride_x});
+    out.push_back({g.name + ".epilogue", HostWorkKind::kConvert, g.rows, s.oc});
+    return out;
+  }
   // One integer GEMM: a float activation is quantized first, the int32 result requantized or
   // dequantized after.
   const GemmWork& g = claim.work.front();

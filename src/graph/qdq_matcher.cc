@@ -307,6 +307,8 @@ const char* claim_kind_name(ClaimKind kind) {
       return "float_matmul_int8";
     case ClaimKind::kConvTranspose:
       return "conv_transpose";
+    case ClaimKind::kConv:
+      return "conv";
   }
   return "?";
 }

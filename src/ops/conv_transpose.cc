@@ -118,20 +118,12 @@ Status ConvTranspose2d::ensure_host_weight() const {
 
 Result<std::vector<int64_t>> ConvTranspose2d::output_shape(
     const std::vector<int64_t>& input_shape) const {
-  if (input_shape.size() != 4 || input_shape[1] != spec_.ic || input_shape[0] < 0 ||
-      input_shape[2] <= 0 || input_shape[3] <= 0) {
-    return invalid_argument(str_cat(name_, ": input shape ", shape_string(input_shape),
-                                    " is not [N, ", spec_.ic, ", H, W]"));
-  }
-  const int64_t oh = conv_transpose_extent(input_shape[2], spec_.stride_y, spec_.kh, spec_.dil_y,
-                                           spec_.pad_top, spec_.pad_bottom, spec_.opad_y);
-  const int64_t ow = conv_transpose_extent(input_shape[3], spec_.stride_x, spec_.kw, spec_.dil_x,
-                                           spec_.pad_left, spec_.pad_right, spec_.opad_x);
-  if (oh <= 0 || ow <= 0) {
-    return invalid_argument(str_cat(name_, ": input ", shape_string(input_shape),
-                                    " gives an empty output (", oh, "x", ow, ")"));
-  }
-  return std::vector<int64_t>{input_shape[0], spec_.oc, oh, ow};
+  const ConvTransposeSpec& s = spec_;
+  return convolution_output_shape(name_, input_shape, s.ic, s.oc, [&](int64_t ih, int64_t iw) {
+    return std::pair{
+        conv_transpose_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom, s.opad_y),
+        conv_transpose_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x)};
+  });
 }
 
 Status ConvTranspose2d::run(const float* x, const std::vector<int64_t>& input_shape, float* y,
@@ -141,30 +133,11 @@ Status ConvTranspose2d::run(const float* x, const std::vector<int64_t>& input_sh
   const int64_t ih = input_shape[2], iw = input_shape[3];
   const int64_t in_size = spec_.ic * ih * iw;
   const int64_t out_size = spec_.oc * shape.value()[2] * shape.value()[3];
-  for (int64_t b = 0; b < input_shape[0]; ++b) {
-    const float* xb = x + b * in_size;
-    float* yb = y + b * out_size;
-    if (on_host_) {
-      NPUFLOW_RETURN_IF_ERROR(run_host(xb, ih, iw, yb, context));
-      counters_.host_calls.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    Status device_status;
-    NPUFLOW_RETURN_IF_ERROR(
-        fallback_.run([&] { return device_status = run_device(xb, ih, iw, yb, context); },
-                      [&] {
-                        logger_.trace(str_cat(name_, ": image ", b, " (", ih, "x", iw,
-                                              ") on the host: ", device_status.message()));
-                        return run_host(xb, ih, iw, yb, context);
-                      },
-                      counters_.fallback_calls, logger_,
-                      [&](const Status& error) {
-                        return str_cat(name_, ": ", device_->name(), " did not run a ", ih, "x", iw,
-                                       " transposed convolution (", error.message(),
-                                       "); it and any like it run on the host in fp32");
-                      }));
-  }
-  return Status::ok();
+  return run_images(
+      input_shape[0], on_host_, ih, iw, name_, device_->name(), "transposed convolution", fallback_,
+      counters_, logger_,
+      [&](int64_t b) { return run_device(x + b * in_size, ih, iw, y + b * out_size, context); },
+      [&](int64_t b) { return run_host(x + b * in_size, ih, iw, y + b * out_size, context); });
 }
 
 Status ConvTranspose2d::run_device(const float* x, int64_t ih, int64_t iw, float* y,

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "device/device.h"
+#include "ops/convolution_images.h"
 #include "ops/device_fallback.h"
 
 namespace npuflow {
@@ -51,12 +52,6 @@ std::string conv_transpose_contract_refusal(const ConvTransposeSpec& spec);
 // convolution): when a stride is above 1.
 bool conv_transpose_runs_as_gemm(const ConvTransposeSpec& spec);
 
-struct ConvTransposeCounters {
-  std::atomic<int64_t> device_calls{0};  // images run by the device
-  std::atomic<int64_t> host_calls{0};    // images run on the fp32 host path by choice
-  std::atomic<int64_t> fallback_calls{0};
-};
-
 class ConvTranspose2d {
  public:
   // weight: [ic][oc][kh][kw]; bias: [oc] or null.
@@ -74,7 +69,7 @@ class ConvTranspose2d {
   Status run(const float* x, const std::vector<int64_t>& input_shape, float* y,
              const ExecContext& context) const;
 
-  const ConvTransposeCounters& counters() const { return counters_; }
+  const ConvolutionCounters& counters() const { return counters_; }
   const Device& device() const { return *device_; }
 
  private:
@@ -108,7 +103,7 @@ class ConvTranspose2d {
   mutable std::shared_ptr<Device> host_;  // the device that runs the fp32 path
   mutable std::unique_ptr<PackedWeight> host_weight_;
   mutable Status host_pack_status_;
-  mutable ConvTransposeCounters counters_;
+  mutable ConvolutionCounters counters_;
   DeviceFallback fallback_;
   mutable std::atomic<bool> range_logged_{false};
 };

@@ -1,7 +1,8 @@
-// Compiling a claimed ConvTranspose: its weight and bias read from the fused subgraph's constants,
-// its input found among the fused node's inputs by name, the kernel built on the device.
+// Compiling a claimed Conv or ConvTranspose: its weight and bias read from the fused subgraph's
+// constants, its input found among the fused node's inputs by name, the kernel built on the
+// device (and on the host as the verifier's reference).
 #include "core/strings.h"
-#include "ort/conv_transpose_node_compute.h"
+#include "ort/convolution_node_compute.h"
 #include "ort/ep_totals.h"
 #include "ort/fused_node_inputs.h"
 #include "ort/npuflow_ep.h"
@@ -21,14 +22,18 @@ Result<const float*> float_constant(const GraphView& view, const std::string& na
 
 }  // namespace
 
-Status NpuflowEp::compile_conv_transpose(const GraphView& view, const ConvTransposeClaim& claim,
-                                         const OrtNode* fused_node, OrtNodeComputeInfo** out) {
-  const ConvTransposeSpec& spec = claim.spec;
-  auto weight = float_constant(view, claim.weight, spec.ic * spec.oc * spec.kh * spec.kw);
+// Kernel::create(name, spec, weight, bias, device, logger); `kept` holds the session's kernels of
+// this kind for its summary.
+template <typename Kernel, typename ClaimT>
+Status NpuflowEp::compile_convolution(const GraphView& view, const ClaimT& claim, const char* what,
+                                      int64_t weight_count, int64_t out_channels,
+                                      std::vector<std::shared_ptr<const Kernel>>& kept,
+                                      const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  auto weight = float_constant(view, claim.weight, weight_count);
   if (!weight.is_ok()) return weight.status();
   const float* bias = nullptr;
   if (!claim.bias.empty()) {
-    auto b = float_constant(view, claim.bias, spec.oc);
+    auto b = float_constant(view, claim.bias, out_channels);
     if (!b.is_ok()) return b.status();
     bias = b.value();
   }
@@ -41,28 +46,44 @@ Status NpuflowEp::compile_conv_transpose(const GraphView& view, const ConvTransp
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(api().ort->Node_GetName(fused_node, &fused_name));
   const std::string name = fused_name ? fused_name : claim.output;
-  auto kernel = ConvTranspose2d::create(name, spec, weight.value(), bias, device_, logger_);
+  const auto& s = claim.spec;
+  auto kernel = Kernel::create(name, s, weight.value(), bias, device_, logger_);
   if (!kernel.is_ok()) return kernel.status();
-  std::shared_ptr<const ConvTranspose2d> shared = std::move(kernel).value();
-  logger_.verbose(str_cat("compiled ", name, ": ConvTranspose ", spec.ic, "->", spec.oc, " ",
-                          spec.kh, "x", spec.kw, " stride ", spec.stride_y, "x", spec.stride_x,
-                          " on ", device_->name()));
-  totals_->conv_transposes.push_back(shared);
+  std::shared_ptr<const Kernel> shared = std::move(kernel).value();
+  logger_.verbose(str_cat("compiled ", name, ": ", what, " ", s.ic, "->", s.oc, " ", s.kh, "x",
+                          s.kw, " stride ", s.stride_y, "x", s.stride_x, " on ", device_->name()));
+  kept.push_back(shared);
   if (reference_device_) {
-    auto reference = ConvTranspose2d::create(str_cat(name, "/reference"), spec, weight.value(),
-                                             bias, reference_device_, logger_);
+    auto reference = Kernel::create(str_cat(name, "/reference"), s, weight.value(), bias,
+                                    reference_device_, logger_);
     if (!reference.is_ok()) return reference.status();
-    std::shared_ptr<const ConvTranspose2d> ref = std::move(reference).value();
-    const ConvTranspose2d* ref_kernel = ref.get();
+    std::shared_ptr<const Kernel> ref = std::move(reference).value();
+    const Kernel* ref_kernel = ref.get();
     auto verifier = std::make_shared<const ClaimVerifier>(
-        str_cat("ConvTranspose '", claim.output, "' (fused node '", name, "')"),
+        str_cat(what, " '", claim.output, "' (fused node '", name, "')"),
         ClaimGate::for_float_device(device_->float_compute_type()), logger_, std::move(ref));
     totals_->verifiers.push_back(verifier);
-    *out = new ConvTransposeNodeCompute(std::move(shared), *input, std::move(verifier), ref_kernel);
+    *out = new ConvolutionNodeCompute<Kernel>(std::move(shared), *input, what, std::move(verifier),
+                                              ref_kernel);
     return Status::ok();
   }
-  *out = new ConvTransposeNodeCompute(std::move(shared), *input);
+  *out = new ConvolutionNodeCompute<Kernel>(std::move(shared), *input, what);
   return Status::ok();
+}
+
+Status NpuflowEp::compile_conv_transpose(const GraphView& view, const ConvTransposeClaim& claim,
+                                         const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  const ConvTransposeSpec& s = claim.spec;
+  return compile_convolution<ConvTranspose2d>(view, claim, "ConvTranspose",
+                                              s.ic * s.oc * s.kh * s.kw, s.oc,
+                                              totals_->conv_transposes, fused_node, out);
+}
+
+Status NpuflowEp::compile_conv(const GraphView& view, const ConvClaim& claim,
+                               const OrtNode* fused_node, OrtNodeComputeInfo** out) {
+  const ConvSpec& s = claim.spec;
+  return compile_convolution<Conv2d>(view, claim, "Conv", s.ic * s.oc * s.kh * s.kw, s.oc,
+                                     totals_->convs, fused_node, out);
 }
 
 }  // namespace npuflow::ort

@@ -1,31 +1,75 @@
-// The OrtNodeComputeInfo of one claimed ConvTranspose: reads the float input, allocates the
-// output ONNX's attributes give it and runs the kernel (ops/ConvTranspose2d). With `verify`, the
-// same node built on the host device is the reference a ClaimVerifier checks the first run
-// against.
+// The OrtNodeComputeInfo of one claimed Conv or ConvTranspose: reads the float input, allocates
+// the output ONNX's attributes give it and runs the kernel (ops/Conv2d, ops/ConvTranspose2d). With
+// a verifier, the same node built on the host device is the reference a ClaimVerifier checks the
+// first run against.
 #pragma once
 
 #include <memory>
 
-#include "ops/conv_transpose.h"
+#include "core/strings.h"
+#include "graph/graph_view.h"
 #include "ort/fused_node_compute.h"
+#include "ort/fused_node_inputs.h"
 #include "route/claim_verifier.h"
 
 namespace npuflow::ort {
 
-class ConvTransposeNodeCompute final : public FusedNodeCompute {
+// Kernel: output_shape(input shape), run(x, shape, y, exec), counters().device_calls.
+template <typename Kernel>
+class ConvolutionNodeCompute final : public FusedNodeCompute {
  public:
-  // input_index: the position of the ConvTranspose's input among the fused node's inputs.
-  ConvTransposeNodeCompute(std::shared_ptr<const ConvTranspose2d> kernel, size_t input_index,
-                           std::shared_ptr<const ClaimVerifier> verifier = nullptr,
-                           const ConvTranspose2d* reference = nullptr);
+  // input_index: the position of the node's input among the fused node's inputs; what: the op
+  // type, for errors.
+  ConvolutionNodeCompute(std::shared_ptr<const Kernel> kernel, size_t input_index, const char* what,
+                         std::shared_ptr<const ClaimVerifier> verifier = nullptr,
+                         const Kernel* reference = nullptr)
+      : kernel_(std::move(kernel)),
+        input_index_(input_index),
+        what_(what),
+        verifier_(std::move(verifier)),
+        reference_(reference) {}
 
  private:
-  Status compute(OrtKernelContext* context) const override;
+  Status compute(OrtKernelContext* context) const override {
+    const OrtApi& ort = *api().ort;
+    auto input = read_input(context, input_index_, str_cat(what_, " input").c_str());
+    if (!input.is_ok()) return input.status();
+    const TypedInput& x = input.value();
+    if (x.type != ElementType::kFloat32) {
+      return invalid_argument(
+          str_cat("the ", what_, " input is ", element_type_name(x.type), ", not float32"));
+    }
+    auto shape = kernel_->output_shape(x.shape);
+    if (!shape.is_ok()) return shape.status();
+    OrtValue* output = nullptr;
+    NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, shape.value().data(),
+                                                  shape.value().size(), &output));
+    void* data = nullptr;
+    NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
+    const auto* in = static_cast<const float*>(x.data);
+    const int64_t count = element_count(shape.value());
+    const ExecContext exec = exec_context(context);
+    if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified || count == 0) {
+      return kernel_->run(in, x.shape, static_cast<float*>(data), exec);
+    }
+    return verifier_->run(
+        {NodeOutput{ElementType::kFloat32, data, count}},
+        [&](const std::vector<NodeOutput>& to) -> Result<bool> {
+          // Whether the device computed it: a run that fell back to the host proves nothing.
+          const int64_t before = kernel_->counters().device_calls.load();
+          NPUFLOW_RETURN_IF_ERROR(kernel_->run(in, x.shape, static_cast<float*>(to[0].data), exec));
+          return kernel_->counters().device_calls.load() > before;
+        },
+        [&](const std::vector<NodeOutput>& to) {
+          return reference_->run(in, x.shape, static_cast<float*>(to[0].data), exec);
+        });
+  }
 
-  std::shared_ptr<const ConvTranspose2d> kernel_;
+  std::shared_ptr<const Kernel> kernel_;
   size_t input_index_;
+  const char* what_;
   std::shared_ptr<const ClaimVerifier> verifier_;  // null: not verified
-  const ConvTranspose2d* reference_ = nullptr;
+  const Kernel* reference_ = nullptr;
 };
 
 }  // namespace npuflow::ort

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/conv2d.h"
 #include "ops/conv_transpose.h"
 #include "ops/vit_encoder.h"
 #include "ort/npuflow_ep.h"
@@ -19,6 +20,7 @@ struct NpuflowEp::Totals {
   std::vector<std::shared_ptr<const IntegerMatMul>> integer_kernels;
   std::vector<std::shared_ptr<const VitEncoder>> encoders;
   std::vector<std::shared_ptr<const ConvTranspose2d>> conv_transposes;
+  std::vector<std::shared_ptr<const Conv2d>> convs;
   std::vector<std::shared_ptr<const ClaimVerifier>> verifiers;
 };
 

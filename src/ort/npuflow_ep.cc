@@ -9,6 +9,7 @@
 
 #include "core/strings.h"
 #include "graph/claim_report.h"
+#include "graph/conv_matcher.h"
 #include "graph/conv_transpose_matcher.h"
 #include "graph/encoder_matcher.h"
 #include "graph/float_matmul_matcher.h"
@@ -139,18 +140,20 @@ NpuflowEp::~NpuflowEp() {
                             integer_host_calls, " host-rows calls, ", integer_fallbacks,
                             " fallbacks"));
   }
-  if (!totals_->conv_transposes.empty()) {
+  auto convolution_summary = [&](const char* what, const auto& kernels) {
+    if (kernels.empty()) return;
     int64_t on_device = 0, on_host = 0, fell_back = 0;
-    for (const auto& kernel : totals_->conv_transposes) {
+    for (const auto& kernel : kernels) {
       on_device += kernel->counters().device_calls;
       on_host += kernel->counters().host_calls;
       fell_back += kernel->counters().fallback_calls;
     }
-    logger_.verbose(str_cat("ConvTranspose summary: ", totals_->conv_transposes.size(),
-                            " claimed nodes on ", device_->name(), ", ", on_device,
-                            " images on the device, ", on_host, " on the host by choice, ",
-                            fell_back, " fallen back to the host"));
-  }
+    logger_.verbose(str_cat(what, " summary: ", kernels.size(), " claimed nodes on ",
+                            device_->name(), ", ", on_device, " images on the device, ", on_host,
+                            " on the host by choice, ", fell_back, " fallen back to the host"));
+  };
+  convolution_summary("ConvTranspose", totals_->conv_transposes);
+  convolution_summary("Conv", totals_->convs);
   std::string verified;
   if (reference_device_) {
     int64_t disabled = 0, reference_runs = 0;
@@ -295,32 +298,49 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
          summarize_claims(snap.view.name, float_matmuls, "float MatMuls as int8"))
       logger_.info(line);
   }
-  // ConvTranspose nodes wherever they appear, weighed by the claim policy like any claim.
-  ClaimSet conv_transposes;
-  const bool claim_conv_transposes = knobs_.flag("conv_transpose");
-  if (claim_conv_transposes) {
-    conv_transposes = match_conv_transposes(snap.view, taken);
-    apply_claim_policy(conv_transposes, policy, costs ? &*costs : nullptr, cost_path);
-    for (const Claim& claim : conv_transposes.claims) {
+  // Single-node claims wherever they appear (ConvTranspose; Conv: SAM's neck, RF-DETR's
+  // projector, a U-Net's encoder), weighed by the claim policy like any claim: each claimed node is
+  // fused on its own and handed to `record` for Compile.
+  auto claim_single_nodes = [&](ClaimSet& set, const char* what, auto&& record) -> Status {
+    apply_claim_policy(set, policy, costs ? &*costs : nullptr, cost_path);
+    for (const Claim& claim : set.claims) {
       const OrtNode* node = snap.ort_nodes[static_cast<size_t>(claim.nodes.front())];
       NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, &node, 1, &fusion));
       taken.insert(claim.nodes.begin(), claim.nodes.end());
       std::lock_guard<std::mutex> lock(mutex_);
-      conv_transposes_by_output_[claim.conv_transpose.output] = claim.conv_transpose;
+      record(claim);
     }
-    if (conv_transposes.candidates > 0) {
-      for (const std::string& line :
-           summarize_claims(snap.view.name, conv_transposes, "ConvTranspose nodes"))
+    if (set.candidates > 0) {
+      for (const std::string& line : summarize_claims(snap.view.name, set, what))
         logger_.info(line);
     }
-    if (!conv_transposes.claims.empty() && intra_op_spinning_ && device_->name() != "host" &&
-        !spinning_warned_.exchange(true)) {
-      // Seed 000: spinning intra-op threads cost pix2pix 1.76x -> 1.46x while the NPU works.
-      logger_.warning(
-          "ConvTranspose nodes are claimed while ONNX Runtime's intra-op threads spin; set the "
-          "session config entry session.intra_op.allow_spinning=0 so they do not compete with "
-          "the device's host work");
-    }
+    return Status::ok();
+  };
+  ClaimSet conv_transposes;
+  const bool claim_conv_transposes = knobs_.flag("conv_transpose");
+  if (claim_conv_transposes) {
+    conv_transposes = match_conv_transposes(snap.view, taken);
+    NPUFLOW_RETURN_IF_ERROR(
+        claim_single_nodes(conv_transposes, "ConvTranspose nodes", [&](const Claim& claim) {
+          conv_transposes_by_output_[claim.conv_transpose.output] = claim.conv_transpose;
+        }));
+  }
+  ClaimSet convs;
+  const bool claim_convs = knobs_.flag("conv");
+  if (claim_convs) {
+    convs = match_convs(snap.view, taken);
+    NPUFLOW_RETURN_IF_ERROR(claim_single_nodes(convs, "Conv nodes", [&](const Claim& claim) {
+      convs_by_output_[claim.conv.output] = claim.conv;
+    }));
+  }
+  const bool convolutions = !conv_transposes.claims.empty() || !convs.claims.empty();
+  if (convolutions && intra_op_spinning_ && device_->name() != "host" &&
+      !spinning_warned_.exchange(true)) {
+    // Seed 000: spinning intra-op threads cost pix2pix 1.76x -> 1.46x while the NPU works.
+    logger_.warning(
+        "convolutions are claimed while ONNX Runtime's intra-op threads spin; set the session "
+        "config entry session.intra_op.allow_spinning=0 so they do not compete with the device's "
+        "host work");
   }
   if (knobs_.flag("program_ops")) {
     for (const Claim& claim : match_program_ops(snap.view, taken)) {
@@ -360,6 +380,9 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     if (claim_conv_transposes && conv_transposes.candidates > 0) {
       write_report(
           claims_to_json(snap.view.name, snap.view, conv_transposes, host, "conv_transpose"));
+    }
+    if (claim_convs && convs.candidates > 0) {
+      write_report(claims_to_json(snap.view.name, snap.view, convs, host, "conv"));
     }
   }
   return Status::ok();
@@ -425,6 +448,9 @@ Status NpuflowEp::compile_one(const OrtGraph* graph, const OrtNode* fused_node,
   }
   if (auto conv = claimed_by(conv_transposes_by_output_)) {
     return compile_conv_transpose(view, *conv, fused_node, out);
+  }
+  if (auto conv = claimed_by(convs_by_output_)) {
+    return compile_conv(view, *conv, fused_node, out);
   }
   auto program = claimed_by(programs_by_output_);
   if (program) return compile_program(view, *program, fused_node, out);

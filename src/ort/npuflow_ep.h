@@ -47,6 +47,14 @@ class NpuflowEp : public OrtEp {
                          const DequantizedView* quantized = nullptr);
   Status compile_conv_transpose(const GraphView& view, const ConvTransposeClaim& claim,
                                 const OrtNode* fused_node, OrtNodeComputeInfo** out);
+  Status compile_conv(const GraphView& view, const ConvClaim& claim, const OrtNode* fused_node,
+                      OrtNodeComputeInfo** out);
+  // Both of the above (ort/convolution_compile.cc).
+  template <typename Kernel, typename ClaimT>
+  Status compile_convolution(const GraphView& view, const ClaimT& claim, const char* what,
+                             int64_t weight_count, int64_t out_channels,
+                             std::vector<std::shared_ptr<const Kernel>>& kept,
+                             const OrtNode* fused_node, OrtNodeComputeInfo** out);
   void write_report(const std::string& json_line) const;
 
   static const char* ORT_API_CALL GetNameImpl(const OrtEp* self) noexcept;
@@ -69,6 +77,7 @@ class NpuflowEp : public OrtEp {
   std::map<std::string, VisionEncoderClaim> encoders_by_exit_;
   std::map<std::string, TensorProgram> programs_by_output_;  // the program_ops test knob
   std::map<std::string, ConvTransposeClaim> conv_transposes_by_output_;
+  std::map<std::string, ConvClaim> convs_by_output_;
   bool intra_op_spinning_ = true;  // session.intra_op.allow_spinning, for the ConvTranspose warning
   std::atomic<bool> spinning_warned_{false};
   // NPUFLOW_QUANT=strict: why an unplaced quantized encoder fails the session, by the output of

@@ -21,6 +21,11 @@ BARS = {
     "host": (0.99999, 1e-5),
     "sim": (0.9999, 1e-3),
     "sim_attention": (0.9999, 1e-2),
+    # A model output behind a chain of claimed fp16 nodes outside an encoder (Depth Anything's
+    # depth after its DPT head's 30 convolutions on the device): each node meets `sim` alone, fed
+    # the CPU EP's input (test_conv_claim.py); their composition grows the relative error to ~2e-3
+    # (docs/faithfulness.md), so the end-to-end bar is attention's, at the same cosine.
+    "sim_chain": (0.9999, 1e-2),
 }
 
 

@@ -391,8 +391,9 @@ def test_verify_catches_a_miscomputing_device_on_every_conv_transpose(sessions, 
     found = VERIFY_SUMMARY.findall(err)
     assert len(found) == 1, err[-3000:]
     checked, disabled, _ = map(int, found[0])
-    # The two transposes and SAM's image encoder, claimed beside them.
-    assert (checked, disabled) == (3, 3 if corrupt else 0), found
+    # The two transposes and, claimed beside them, SAM's image encoder and its three convolutions
+    # (patch embedding, neck: test_conv_claim.py).
+    assert (checked, disabled) == (6, 6 if corrupt else 0), found
 
 
 def cost_table(tmp_path, rows) -> str:

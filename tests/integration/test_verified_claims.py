@@ -206,7 +206,8 @@ def test_a_multi_exit_encoder_is_checked_over_every_output(sessions, capfd, mode
     path = str(FIXTURES / model)
     cpu = sessions.cpu(path, level="all")
     npu, records = sessions.npuflow(path, level="all",
-                                    options={**SIM, **CORRUPT, **VERIFY, "conv_transpose": "0"})
+                                    options={**SIM, **CORRUPT, **VERIFY, "conv_transpose": "0",
+                                             "conv": "0"})
     assert len(vision_claims(records)) == 1
     for seed in (0, 1):
         feed = pixels(path, seed=seed)

@@ -65,7 +65,9 @@ def test_fixture_on_the_simulator_matches_the_cpu_ep(sessions, model, capfd):
     cpu = sessions.cpu(path, level="all")
     for name, ref, got in zip([o.name for o in cpu.get_outputs()], cpu.run(None, feed),
                               npu.run(None, feed)):
-        assert_matches(ref, got, "sim", f"{model} {name}")
+        # Depth Anything's depth is behind its DPT head's 30 device convolutions (gates.py).
+        bar = "sim_chain" if name == "predicted_depth" else "sim"
+        assert_matches(ref, got, bar, f"{model} {name}")
     del npu  # the profile prints when the session ends
     assert_every_call_on_the_device(ended_session_profile(capfd))
 

@@ -18,6 +18,8 @@ namespace npuflow {
 namespace {
 
 using encoder_test::Attrs;
+using encoder_test::integer;
+using encoder_test::ints;
 using encoder_test::TestGraph;
 
 struct Case {
@@ -199,17 +201,6 @@ TEST(ConvTranspose2d, RejectsInputsOfAnotherShape) {
   EXPECT_FALSE(op->output_shape({1, c.spec.ic, 0, 4}).is_ok());
 }
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.integers = std::move(v);
-  return a;
-}
-Attribute integer(int64_t v) {
-  Attribute a;
-  a.integer = v;
-  return a;
-}
-
 struct ConvGraph {
   TestGraph g;
   NodeId node = kNoNode;
@@ -221,17 +212,8 @@ void build(ConvGraph& c, Attrs extra = {}, ValueId weight = kNoValue, bool bias 
   const ValueId w = weight != kNoValue ? weight : c.g.weight({8, 16, 4, 4}, "w");
   std::vector<ValueId> in = {x, w};
   if (bias) in.push_back(c.g.weight({16}, "b"));
-  Attrs attrs = {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}};
-  for (auto& [name, value] : extra) {
-    bool replaced = false;
-    for (auto& [have, old] : attrs) {
-      if (have == name) {
-        old = value;
-        replaced = true;
-      }
-    }
-    if (!replaced) attrs.emplace_back(name, value);
-  }
+  const Attrs attrs = encoder_test::with_overrides(
+      {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}}, extra);
   const ValueId y = c.g.value({1, 16, 10, 10});
   c.node = c.g.node("ConvTranspose", in, {y}, attrs);
   c.g.output(y);

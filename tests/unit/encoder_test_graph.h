@@ -28,6 +28,21 @@ inline Attribute integer(int64_t v) {
   a.integer = v;
   return a;
 }
+
+// `base` with each of `extra` replacing the attribute of its name, or added.
+inline Attrs with_overrides(Attrs base, const Attrs& extra) {
+  for (const auto& [name, value] : extra) {
+    bool replaced = false;
+    for (auto& [have, old] : base) {
+      if (have == name) {
+        old = value;
+        replaced = true;
+      }
+    }
+    if (!replaced) base.emplace_back(name, value);
+  }
+  return base;
+}
 inline Attribute real(float v) {
   Attribute a;
   a.real = v;
