@@ -7,7 +7,8 @@ prompt (1024 px: a 64x64 grid, windows of 14 padded to 70x70, 4 global blocks ov
 Both sessions live in this process with the same intra-op thread count (2 by default) and run
 alternately, npuflow then CPU EP, --runs times after a warm-up; the table gives the medians and the
 ratio CPU EP / npuflow (> 1: npuflow is faster). npuflow claims with NPUFLOW_CLAIM=all on the host
-device, so the figure is what a claim would cost.
+device, so the figure is what a claim would cost; the Conv claim is off here
+(bench/conv_transpose.py times it node by node).
 
 --write-costs writes the measurements as the cost table claim=faster reads
 (~/.cache/npuflow/claim-costs-<machine>.json, or --costs PATH).
@@ -50,7 +51,8 @@ MODELS = {
         (ROOT / "tools/fixtures/export_windowed.py").read_bytes()).hexdigest()[:10] + ".onnx",
         ("windowed", "base")),
     # SamModel at ViT-B's size (1024 px, a 64x64 grid), point-prompted: the image encoder's
-    # blocks are claimed; the embedding, neck, prompt encoder and mask decoder run on the CPU EP.
+    # blocks are claimed, the mask decoder's transposes too; the embedding, neck (the Conv claim
+    # is off here), prompt encoder and the rest of the decoder run on the CPU EP.
     "sam": ("SAM ViT-B, 1 point", "sam_vit_b-" + hashlib.sha256(
         (ROOT / "tools/fixtures/export_sam.py").read_bytes()).hexdigest()[:10] + ".onnx",
         ("sam", "vit-b")),
@@ -88,6 +90,9 @@ def ensure_export(file: str, how: str, arg, python: str, out: Path) -> Path:
     if how == "windowed":  # rfdetr's module needs transformers 5.x
         subprocess.run([fixtures_python("next"), str(ROOT / "tools/fixtures/export_windowed.py"),
                         "--base", str(partial)], check=True)
+    elif how == "pix2pix":
+        subprocess.run([python, str(ROOT / "tools/fixtures/export_unet.py"), "--pix2pix",
+                        str(partial)], check=True)
     elif how == "sam":
         subprocess.run([python, str(ROOT / "tools/fixtures/export_sam.py"), "--vit-b",
                         str(partial)], check=True)
@@ -133,7 +138,10 @@ def measure(path: Path, threads: int, runs: int, tmp: Path):
     devices = [d for d in ort.get_ep_devices() if d.ep_name == "NpuflowExecutionProvider"]
     report = tmp / f"{path.stem}.report.jsonl"
     report.unlink(missing_ok=True)
-    so.add_provider_for_devices(devices, {"claim": "all", "device": "host",
+    # Without the Conv claims (Depth Anything's DPT head, SAM's neck), which
+    # bench/conv_transpose.py times node by node and writes rows for: the figures stay the
+    # encoder's, as measured before that claim existed.
+    so.add_provider_for_devices(devices, {"claim": "all", "device": "host", "conv": "0",
                                           "report": str(report)})
     npu = ort.InferenceSession(str(path), sess_options=so)
     feeds = feeds_for(cpu)

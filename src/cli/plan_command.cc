@@ -267,7 +267,7 @@ int plan_report(OrtHarness* harness, const SessionConfig& config, const PlanOpti
   inputs.attention_on_npu = options.attention_on_npu;
   BoardPlan plan = price_report(graphs, inputs, with_npuflow);
   if (cpu_only != nullptr && with_npuflow != nullptr) {
-    price_profiles(plan, *cpu_only, *with_npuflow);
+    price_profiles(plan, *cpu_only, *with_npuflow, transpose_weights(graphs));
   }
   const double cpu_ep_ms = options.runs > 0 && harness != nullptr
                                ? measure_cpu_ep_ms(*harness, config, options.rows, options.runs)

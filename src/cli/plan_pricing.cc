@@ -86,8 +86,14 @@ double gemm_flops(const ProfiledNode& node) {  // Gemm: A is M x K or K x M, Y i
 }
 
 // Conv: every output element contracts Cin/group x kernel; ConvTranspose: every input element
-// scatters into Cout/group x kernel.
-double conv_flops(const ProfiledNode& node, bool transpose) {
+// scatters into Cout/group x kernel (from `transposes` where the profile lists no 4-D weight).
+double conv_flops(const ProfiledNode& node, bool transpose, const TransposeWeights* transposes) {
+  if (transpose && transposes != nullptr && !node.inputs.empty() &&
+      (node.inputs.size() < 2 || node.inputs[1].shape.size() != 4)) {
+    if (auto it = transposes->find(node.name); it != transposes->end()) {
+      return 2 * numel(node.inputs[0].shape) * it->second;
+    }
+  }
   if (node.inputs.size() < 2 || node.outputs.empty()) return 0;
   const std::vector<int64_t>& w = node.inputs[1].shape;
   if (w.empty() || w[0] <= 0) return 0;
@@ -286,7 +292,7 @@ bool is_npuflow_kernel(const ProfiledNode& node) {
   return node.provider.find("Npuflow") != std::string::npos;
 }
 
-KernelCost cpu_kernel_cost(const ProfiledNode& node) {
+KernelCost cpu_kernel_cost(const ProfiledNode& node, const TransposeWeights* transposes) {
   const std::string& op = node.op_type;
   const double in_bytes = tensor_bytes(node.inputs), out_bytes = tensor_bytes(node.outputs);
   const double out_elements = node.outputs.empty() ? 0 : numel(node.outputs[0].shape);
@@ -300,8 +306,8 @@ KernelCost cpu_kernel_cost(const ProfiledNode& node) {
     c.work = gemm(gemm_flops(node));
     c.phase = Phase::kProjections;
   } else if (one_of(op, {"Conv", "FusedConv", "QLinearConv", "ConvInteger", "ConvTranspose"})) {
-    c.work =
-        gemm(conv_flops(node, op == "ConvTranspose"), op == "QLinearConv" || op == "ConvInteger");
+    c.work = gemm(conv_flops(node, op == "ConvTranspose", transposes),
+                  op == "QLinearConv" || op == "ConvInteger");
     c.phase = Phase::kProjections;
   } else if (one_of(op, {"Attention", "MultiHeadAttention", "GroupQueryAttention"})) {
     c.work = gemm(attention_op_flops(node));
@@ -443,13 +449,29 @@ BoardPlan price_report(const std::vector<JsonValue>& graphs, const PlanInputs& i
   return plan;
 }
 
+TransposeWeights transpose_weights(const std::vector<JsonValue>& graphs) {
+  TransposeWeights weights;
+  for (const JsonValue& graph : graphs) {
+    if (graph["matcher"].string() != "conv_transpose") continue;
+    for (const JsonValue& claim : graph["claims"].array()) {
+      const auto& kernel = claim["kernel"].array();
+      if (kernel.size() != 2) continue;
+      weights[claim["node"].string()] = static_cast<double>(claim["oc"].integer()) *
+                                        static_cast<double>(kernel[0].integer()) *
+                                        static_cast<double>(kernel[1].integer());
+    }
+  }
+  return weights;
+}
+
 void price_profiles(BoardPlan& plan, const std::vector<ProfiledNode>& cpu_only,
-                    const std::vector<ProfiledNode>& with_npuflow) {
+                    const std::vector<ProfiledNode>& with_npuflow,
+                    const TransposeWeights& transposes) {
   plan.whole_graph = true;
   plan.baseline = PhaseSplit{};
   plan.cpu_kernels_baseline = 0;
   for (const ProfiledNode& node : cpu_only) {
-    const KernelCost c = cpu_kernel_cost(node);
+    const KernelCost c = cpu_kernel_cost(node, &transposes);
     plan.baseline.add(c.phase, us_to_ms(sim::board_cpu_us(c.work, CpuPool::kCpuEp)));
     plan.cpu_kernels_baseline++;
   }
@@ -462,7 +484,7 @@ void price_profiles(BoardPlan& plan, const std::vector<ProfiledNode>& cpu_only,
       plan.npuflow_kernels++;
       continue;
     }
-    const KernelCost c = cpu_kernel_cost(node);
+    const KernelCost c = cpu_kernel_cost(node, &transposes);
     plan.with_npuflow.add(Phase::kCpuEpNodes, us_to_ms(sim::board_cpu_us(c.work, CpuPool::kCpuEp)));
     plan.cpu_kernels_with_npuflow++;
     if (c.work.work_class == CpuWorkClass::kGemm) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -83,15 +84,22 @@ BoardPlan price_report(const std::vector<JsonValue>& graphs, const PlanInputs& i
 
 // The whole graph: `cpu_only` is a profiled run without the EP (the baseline), `with_npuflow` one
 // with it (its CPU EP kernels are what npuflow leaves to ONNX Runtime).
+// Multiply-adds per input element of each ConvTranspose a claim names (OC x KH x KW), by node name:
+// ONNX Runtime's CPU kernel prepacks its filter, so its profile event lists no weight to read it
+// from.
+using TransposeWeights = std::map<std::string, double>;
+TransposeWeights transpose_weights(const std::vector<JsonValue>& graphs);
+
 void price_profiles(BoardPlan& plan, const std::vector<ProfiledNode>& cpu_only,
-                    const std::vector<ProfiledNode>& with_npuflow);
+                    const std::vector<ProfiledNode>& with_npuflow,
+                    const TransposeWeights& transposes = {});
 
 // One kernel ONNX Runtime's CPU EP ran: its phase and its work.
 struct KernelCost {
   Phase phase = Phase::kOther;
   sim::CpuWork work;
 };
-KernelCost cpu_kernel_cost(const ProfiledNode& node);
+KernelCost cpu_kernel_cost(const ProfiledNode& node, const TransposeWeights* transposes = nullptr);
 
 bool is_npuflow_kernel(const ProfiledNode& node);
 

@@ -180,6 +180,39 @@ def test_the_baseline_prices_each_kernel_class_by_the_constants(tmp_path):
     assert plan["cpu_ep_kernels_baseline"] == 5
 
 
+def test_the_baseline_prices_convolutions_by_their_whole_work(tmp_path):
+    """A Conv and a ConvTranspose, priced by hand: every output element contracts IC x KH x KW,
+    every input element scatters into OC x KH x KW. ONNX Runtime's CPU ConvTranspose prepacks its
+    filter, so its profile lists no weight; the plan reads OC x KH x KW from the node's claim.
+    Without that the transposed convolution was priced at 2 FLOPs per input element (pix2pix's
+    baseline at a third of its work)."""
+    rng = np.random.default_rng(1)
+    ic, mid, oc, size = 8, 32, 16, 12
+    w = numpy_helper.from_array(rng.standard_normal((mid, ic, 3, 3)).astype(np.float32), "w")
+    wt = numpy_helper.from_array(rng.standard_normal((mid, oc, 4, 4)).astype(np.float32), "wt")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("ConvTranspose", ["h", "wt"], ["y"], strides=[2, 2],
+                              pads=[1, 1, 1, 1], name="up")]
+    graph = helper.make_graph(
+        nodes, "convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                              [1, ic, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, oc, 2 * size, 2 * size])],
+        [w, wt])
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                tmp_path / "convolutions.onnx")
+    c = constants()
+
+    def gemm_us(flops):
+        return c["cpu_ep_kernel_us"] + flops / (c["cpu_ep_gemm_gflops"] * 1e3)
+
+    pixels = size * size
+    expected = gemm_us(2 * pixels * mid * ic * 9) + gemm_us(2 * pixels * mid * oc * 16)
+    plan = plan_json(path, "--opt", "disable")
+    assert plan["phases_ms"]["cpu_ep_baseline"]["projections"] * 1e3 == pytest.approx(expected,
+                                                                                     rel=1e-4)
+    assert plan["claims"] == 2  # the Conv and the ConvTranspose, on the device
+
+
 def test_integer_gemms_under_min_rows_are_priced_on_the_host_as_the_sim_runs_them(tmp_path):
     """Plan and a sim run agree on what ran where: below min_rows no call reaches the device
     (the sim's profile counts none) and the plan prices every GEMM on the host; at min_rows
