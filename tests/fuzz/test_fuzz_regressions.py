@@ -38,6 +38,7 @@ def test_saved_regression_is_refused_or_matches(case, kernels, tmp_path):
     job = {"id": 0, "model": str(model), "level": meta["level"],
            "feeds": meta["feeds"], "feed_seed": meta["feed_seed"], "feed_kind": meta["feed_kind"],
            "run_on": ["host", "sim"], "host_kernels": kernels,
+           "extra_options": meta.get("extra_options", {}),
            "report_dir": str(tmp_path / "reports")}
     (tmp_path / "reports").mkdir()
     [result] = run_jobs([job], tmp_path / "run", hang_s=300)
