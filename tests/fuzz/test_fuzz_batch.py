@@ -26,7 +26,8 @@ def test_fixed_batch_never_crashes_hangs_or_lies(tmp_path):
         classes = Counter(r["devices"][device]["class"] for r in accepted)
         assert classes[REFUSED] > 0 and classes[MATCHING] > 0, (device, classes)
         kinds = {k for r in accepted for k in r["devices"][device].get("kinds", [])}
-        # conv_transpose: the Depth Anything seeds' DPT head.
-        assert kinds == {"qdq_matmul", "vision_encoder", "conv_transpose"}, kinds
+        # conv_transpose and conv: the Depth Anything seeds' DPT head (and patch embeddings of
+        # encoders a mutation made refused).
+        assert kinds == {"qdq_matmul", "vision_encoder", "conv_transpose", "conv"}, kinds
     reasons = {x for r in accepted for o in r["devices"].values() for x in o.get("reasons", [])}
     assert len(reasons) >= 8, reasons
