@@ -78,6 +78,7 @@ Result<std::unique_ptr<Conv2d>> Conv2d::create(std::string name, const ConvSpec&
 
 Status Conv2d::ensure_host_weight() const {
   std::call_once(host_packed_, [&] {
+    std::lock_guard<std::mutex> lock(host_fallback_mutex());
     if (!host_) host_ = std::make_shared<HostDevice>(DeviceOptions{});
     // The GEMM weight is (IC KH KW) x OC: ONNX's [oc][ic kh kw] transposed.
     const int64_t taps = spec_.ic * spec_.kh * spec_.kw;

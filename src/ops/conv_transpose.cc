@@ -103,6 +103,7 @@ Result<std::unique_ptr<ConvTranspose2d>> ConvTranspose2d::create(
 
 Status ConvTranspose2d::ensure_host_weight() const {
   std::call_once(host_packed_, [&] {
+    std::lock_guard<std::mutex> lock(host_fallback_mutex());
     if (!host_) host_ = std::make_shared<HostDevice>(DeviceOptions{});
     // ONNX's [ic][oc][kh][kw] is the row-major IC x (OC KH KW) GEMM weight as it is.
     auto packed =

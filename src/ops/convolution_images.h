@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,14 @@ Result<std::vector<int64_t>> convolution_output_shape(const std::string& name,
                                     " gives an empty output (", oh, "x", ow, ")"));
   }
   return std::vector<int64_t>{input_shape[0], oc, oh, ow};
+}
+
+// Held while a kernel builds its fp32 host fallback (a HostDevice and its packed weight): several
+// nodes can fall back at once on ONNX Runtime's threads, and oneDNN's primitive setup is not
+// something two threads should race through (ThreadSanitizer sees its cache published unlocked).
+inline std::mutex& host_fallback_mutex() {
+  static std::mutex mutex;
+  return mutex;
 }
 
 // on_device(b) and on_host(b) run image b; `what` names the operation in the fallback's warning
