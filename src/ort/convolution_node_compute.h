@@ -31,7 +31,6 @@ class ConvolutionNodeCompute final : public FusedNodeCompute {
 
  private:
   Status compute(OrtKernelContext* context) const override {
-    const OrtApi& ort = *api().ort;
     auto input = read_input(context, input_index_, str_cat(what_, " input").c_str());
     if (!input.is_ok()) return input.status();
     const TypedInput& x = input.value();
@@ -41,12 +40,10 @@ class ConvolutionNodeCompute final : public FusedNodeCompute {
     }
     auto shape = kernel_->output_shape(x.shape);
     if (!shape.is_ok()) return shape.status();
-    OrtValue* output = nullptr;
-    NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, shape.value().data(),
-                                                  shape.value().size(), &output));
-    if (output == nullptr) return Status::ok();  // nothing reads it: ONNX Runtime gives no buffer
-    void* data = nullptr;
-    NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
+    auto output = allocate_output(context, 0, shape.value());
+    if (!output.is_ok()) return output.status();
+    if (!output.value().read) return Status::ok();
+    void* data = output.value().data;
     const auto* in = static_cast<const float*>(x.data);
     const int64_t count = element_count(shape.value());
     const ExecContext exec = exec_context(context);

@@ -2,8 +2,8 @@
 
 #include "core/strings.h"
 #include "graph/graph_view.h"
-#include "ort/fused_node_inputs.h"
 #include "ops/simd.h"
+#include "ort/fused_node_inputs.h"
 
 namespace npuflow::ort {
 namespace {
@@ -53,7 +53,6 @@ Status EncoderNodeCompute::run_plan(const VitEncoder& plan, const FloatInput& ma
 }
 
 Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
-  const OrtApi& ort = *api().ort;
   auto input = [&](size_t index, const char* what) { return read_input(context, index, what); };
   // The tensor program first: the plan's inputs may be its outputs.
   ProgramResult computed;
@@ -91,14 +90,17 @@ Status EncoderNodeCompute::compute(OrtKernelContext* context) const {
   if (!shape.is_ok()) return shape.status();
   const int64_t count = element_count(shape.value());
   std::vector<NodeOutput> outputs;
+  // An exit nothing reads still gets the plan's result, written to scratch: the plan computes
+  // every exit in one pass.
+  std::vector<std::vector<float>> unread;
   for (size_t i = 0; i < binding_.output_exit.size(); ++i) {
-    OrtValue* output = nullptr;
-    NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, i, shape.value().data(),
-                                                  shape.value().size(), &output));
-    void* data = nullptr;
-    NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
+    auto output = allocate_output(context, i, shape.value());
+    if (!output.is_ok()) return output.status();
+    void* data = output.value().data;
+    if (!output.value().read) data = unread.emplace_back(static_cast<size_t>(count)).data();
     outputs.push_back({ElementType::kFloat32, data, count});
   }
+  if (unread.size() == outputs.size()) return Status::ok();
   const ExecContext exec = exec_context(context);
   if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified || count == 0) {
     return run_plan(*plan_, main.value(), side, outputs, exec);

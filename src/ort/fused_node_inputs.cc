@@ -50,4 +50,24 @@ Result<TypedInput> read_input(OrtKernelContext* context, size_t index, const cha
   return in;
 }
 
+Result<OutputTensor> allocate_output(OrtKernelContext* context, size_t index,
+                                     std::span<const int64_t> shape) {
+  const OrtApi& ort = *api().ort;
+  OrtValue* value = nullptr;
+  NPUFLOW_ORT_CHECK(
+      ort.KernelContext_GetOutput(context, index, shape.data(), shape.size(), &value));
+  OutputTensor out;
+  if (value == nullptr) return out;
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(value, &info));
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  OrtStatus* status = ort.GetTensorElementType(info, &type);
+  ort.ReleaseTensorTypeAndShapeInfo(info);
+  NPUFLOW_ORT_CHECK(status);
+  NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(value, &out.data));
+  out.read = true;
+  out.type = element_type_of(type);
+  return out;
+}
+
 }  // namespace npuflow::ort

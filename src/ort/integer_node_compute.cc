@@ -48,7 +48,6 @@ Status IntegerNodeCompute::run_kernel(const IntegerMatMul& kernel, const void* a
 }
 
 Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
-  const OrtApi& ort = *api().ort;
   const IntegerMatMulSpec& spec = kernel_->spec();
   auto input = read_input(context, binding_.activation_input, "activation");
   if (!input.is_ok()) return input.status();
@@ -83,11 +82,10 @@ Status IntegerNodeCompute::compute(OrtKernelContext* context) const {
     scale = *static_cast<const float*>(s.value());
   }
 
-  OrtValue* output = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, dims.data(), dims.size(), &output));
-  if (m == 0) return Status::ok();
-  void* out = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
+  auto output = allocate_output(context, 0, dims);
+  if (!output.is_ok()) return output.status();
+  if (!output.value().read || m == 0) return Status::ok();
+  void* out = output.value().data;
   const void* a = input.value().data;
   const ExecContext exec = exec_context(context);
   if (!verifier_ || verifier_->state() == ClaimVerifier::State::kVerified ||

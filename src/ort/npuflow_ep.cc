@@ -342,8 +342,11 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
         "config entry session.intra_op.allow_spinning=0 so they do not compete with the device's "
         "host work");
   }
+  ClaimSet programs;
   if (knobs_.flag("program_ops")) {
-    for (const Claim& claim : match_program_ops(snap.view, taken)) {
+    programs.claims = match_program_ops(snap.view, taken);
+    programs.candidates = static_cast<int>(programs.claims.size());
+    for (const Claim& claim : programs.claims) {
       std::vector<const OrtNode*> nodes;
       for (NodeId id : claim.nodes) nodes.push_back(snap.ort_nodes[static_cast<size_t>(id)]);
       NPUFLOW_ORT_CHECK(api().ep->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(),
@@ -383,6 +386,9 @@ Status NpuflowEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* s
     }
     if (claim_convs && convs.candidates > 0) {
       write_report(claims_to_json(snap.view.name, snap.view, convs, host, "conv"));
+    }
+    if (!programs.claims.empty()) {
+      write_report(claims_to_json(snap.view.name, snap.view, programs, host, "program"));
     }
   }
   return Status::ok();

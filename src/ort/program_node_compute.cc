@@ -12,7 +12,6 @@ ProgramNodeCompute::ProgramNodeCompute(std::shared_ptr<const TensorProgram> prog
     : program_(std::move(program)), binding_(std::move(binding)) {}
 
 Status ProgramNodeCompute::compute(OrtKernelContext* context) const {
-  const OrtApi& ort = *api().ort;
   std::vector<TypedInput> typed;
   for (size_t index : binding_.inputs) {
     auto in = read_input(context, index, "program input");
@@ -25,22 +24,14 @@ Status ProgramNodeCompute::compute(OrtKernelContext* context) const {
   if (!result.is_ok()) return result.status();
   for (size_t i = 0; i < binding_.outputs.size(); ++i) {
     const ProgramTensor& t = result.value().output(binding_.outputs[i], program_->output_slots);
-    OrtValue* output = nullptr;
-    NPUFLOW_ORT_CHECK(
-        ort.KernelContext_GetOutput(context, i, t.shape().data(), t.shape().size(), &output));
-    OrtTensorTypeAndShapeInfo* info = nullptr;
-    NPUFLOW_ORT_CHECK(ort.GetTensorTypeAndShape(output, &info));
-    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-    OrtStatus* status = ort.GetTensorElementType(info, &type);
-    ort.ReleaseTensorTypeAndShapeInfo(info);
-    NPUFLOW_ORT_CHECK(status);
-    if (element_type_of(type) != t.type()) {
+    auto output = allocate_output(context, i, t.shape());
+    if (!output.is_ok()) return output.status();
+    if (!output.value().read) continue;
+    if (output.value().type != t.type()) {
       return internal_error(str_cat("tensor program output ", i, " is ",
                                     element_type_name(t.type()), ", the graph says otherwise"));
     }
-    void* data = nullptr;
-    NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &data));
-    if (t.bytes()) std::memcpy(data, t.raw(), t.bytes());
+    if (t.bytes()) std::memcpy(output.value().data, t.raw(), t.bytes());
   }
   return Status::ok();
 }

@@ -60,7 +60,6 @@ Status QdqNodeCompute::row_quantization(OrtKernelContext* context, const std::ve
 }
 
 Status QdqNodeCompute::compute(OrtKernelContext* context) const {
-  const OrtApi& ort = *api().ort;
   const QdqGemmSpec& spec = kernel_->spec();
 
   auto input = read_input(context, binding_.activation_input, "activation");
@@ -90,13 +89,10 @@ Status QdqNodeCompute::compute(OrtKernelContext* context) const {
   }
   dims.back() = spec.n;
 
-  OrtValue* output = nullptr;
-  NPUFLOW_ORT_CHECK(ort.KernelContext_GetOutput(context, 0, dims.data(), dims.size(), &output));
-  // A group whose result nothing reads (a dead QuantizeLinear) leaves the fused node without an
-  // output: ONNX Runtime hands out no tensor, and there is nothing to compute.
-  if (output == nullptr || m == 0) return Status::ok();
-  void* out = nullptr;
-  NPUFLOW_ORT_CHECK(ort.GetTensorMutableData(output, &out));
+  auto output = allocate_output(context, 0, dims);
+  if (!output.is_ok()) return output.status();
+  if (!output.value().read || m == 0) return Status::ok();
+  void* out = output.value().data;
   const void* a = input.value().data;
   // Lend the session's intra-op thread pool to the device.
   const ExecContext exec = exec_context(context);
