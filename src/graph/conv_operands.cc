@@ -73,9 +73,9 @@ std::optional<Refusal> read_conv_operands(const GraphView& graph, NodeId id, con
     return refuse_node(id, node, depthwise ? "depthwise" : "grouped",
                        str_cat("group=", group, ": the device's ", op, " takes group 1 only"));
   }
-  int64_t count = 1;
-  for (int64_t dim : w.shape) count = dim > 0 ? count * dim : -1;
-  if (count <= 0 || w.constant->bytes != static_cast<size_t>(count) * sizeof(float)) {
+  const int64_t count = element_count(w.shape);
+  if (count <= 0 || w.constant->bytes % sizeof(float) != 0 ||
+      w.constant->bytes / sizeof(float) != static_cast<size_t>(count)) {
     return refuse_node(id, node, "weight_shape",
                        str_cat("weight '", w.name, "' has shape ", shape_string(w.shape)));
   }

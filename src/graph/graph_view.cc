@@ -94,8 +94,8 @@ int64_t leading_rows(const std::vector<int64_t>& shape) {
 int64_t element_count(const std::vector<int64_t>& shape) {
   int64_t count = 1;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    count *= d;
+    // A model's shapes are untrusted: a product past int64 is as unknown as a dynamic dimension.
+    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return -1;
   }
   return count;
 }

@@ -99,6 +99,7 @@ inline bool is_standard_domain(const NodeInfo& node) {
   return is_standard_domain(node.domain);
 }
 
+// The product of the dimensions; -1 if one is dynamic or the product overflows int64.
 int64_t element_count(const std::vector<int64_t>& shape);
 // The product of every dimension but the last (the rows of a GEMM operand); -1 if one is dynamic.
 int64_t leading_rows(const std::vector<int64_t>& shape);

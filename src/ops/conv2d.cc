@@ -26,17 +26,7 @@ int64_t conv_extent(int64_t in, int64_t stride, int64_t kernel, int64_t dil, int
 }
 
 Status check_conv_spec(const ConvSpec& s) {
-  if (s.ic <= 0 || s.oc <= 0 || s.kh <= 0 || s.kw <= 0) {
-    return invalid_argument(str_cat("Conv channels and kernel must be positive: ic=", s.ic,
-                                    " oc=", s.oc, " kernel=", s.kh, "x", s.kw));
-  }
-  if (s.stride_y <= 0 || s.stride_x <= 0 || s.dil_y <= 0 || s.dil_x <= 0) {
-    return invalid_argument("Conv strides and dilations must be positive");
-  }
-  if (std::min({s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}) < 0) {
-    return invalid_argument("Conv pads must not be negative");
-  }
-  return Status::ok();
+  return check_convolution_window(s, "Conv");
 }
 
 int64_t conv_device_channels(int64_t oc) {

@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "device/device.h"
 #include "ops/convolution_images.h"
+#include "ops/convolution_window.h"
 #include "ops/device_fallback.h"
 
 namespace npuflow {
@@ -37,7 +38,7 @@ int64_t conv_extent(int64_t in, int64_t stride, int64_t kernel, int64_t dil, int
                     int64_t pad_end);
 
 // invalid_argument for attributes no Conv can have (non-positive sizes, strides or dilations,
-// negative pads).
+// negative pads) or past npuflow's bounds (ops/convolution_window.h).
 Status check_conv_spec(const ConvSpec& spec);
 
 // The output channel count the device computes: OC rounded up to its filter group of 16.

@@ -17,15 +17,9 @@ int64_t conv_transpose_extent(int64_t in, int64_t stride, int64_t kernel, int64_
 }
 
 Status check_conv_transpose_spec(const ConvTransposeSpec& s) {
-  if (s.ic <= 0 || s.oc <= 0 || s.kh <= 0 || s.kw <= 0) {
-    return invalid_argument(str_cat("ConvTranspose channels and kernel must be positive: ic=", s.ic,
-                                    " oc=", s.oc, " kernel=", s.kh, "x", s.kw));
-  }
-  if (s.stride_y <= 0 || s.stride_x <= 0 || s.dil_y <= 0 || s.dil_x <= 0) {
-    return invalid_argument("ConvTranspose strides and dilations must be positive");
-  }
-  if (std::min({s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.opad_y, s.opad_x}) < 0) {
-    return invalid_argument("ConvTranspose pads and output_padding must not be negative");
+  NPUFLOW_RETURN_IF_ERROR(check_convolution_window(s, "ConvTranspose"));
+  if (std::min(s.opad_y, s.opad_x) < 0) {
+    return invalid_argument("ConvTranspose output_padding must not be negative");
   }
   // ONNX Runtime's CPU kernel fails a node whose output padding is not below the stride: claimed,
   // it would give an answer where the runtime gives an error.

@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "device/device.h"
 #include "ops/convolution_images.h"
+#include "ops/convolution_window.h"
 #include "ops/device_fallback.h"
 
 namespace npuflow {
@@ -41,7 +42,8 @@ int64_t conv_transpose_extent(int64_t in, int64_t stride, int64_t kernel, int64_
                               int64_t pad_begin, int64_t pad_end, int64_t opad);
 
 // invalid_argument for attributes no ConvTranspose can have (non-positive sizes, strides or
-// dilations, negative pads, output padding not below the stride).
+// dilations, negative pads, output padding not below the stride) or past npuflow's bounds
+// (ops/convolution_window.h).
 Status check_conv_transpose_spec(const ConvTransposeSpec& spec);
 
 // Why the device's contract refuses these attributes whatever the input size ("" when it may

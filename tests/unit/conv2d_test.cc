@@ -306,5 +306,45 @@ TEST(ConvMatcher, RefusesWhatTheDeviceOrTheRuntimeCannotStandFor) {
   }
 }
 
+// A model's shapes and attributes are untrusted: none may drive the shape arithmetic past int64.
+TEST(ConvMatcher, RefusesShapesAndAttributesWhoseArithmeticWouldOverflow) {
+  EXPECT_EQ(element_count({int64_t{1} << 31, int64_t{1} << 31}), int64_t{1} << 62);
+  EXPECT_EQ(element_count({int64_t{1} << 62, 4}), -1);
+  {
+    // Dims whose product wraps around int64 to exactly the 4 values stored.
+    ConvGraph c;
+    build(c, {}, c.g.floats({(int64_t{1} << 62) + 1, 4, 1, 1}, std::vector<float>(4, 0.1f)), false);
+    const ClaimSet set = match_convs(c.g.graph, {});
+    EXPECT_TRUE(set.claims.empty());
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "weight_shape");
+  }
+  const int64_t huge = int64_t{1} << 40;
+  for (const Attrs& attrs : std::vector<Attrs>{{{"pads", ints({1, huge, 1, 1})}},
+                                               {{"strides", ints({2, huge})}},
+                                               {{"dilations", ints({huge, 1})}},
+                                               {{"pads", ints({1, 1, INT64_MAX, 1})}}}) {
+    ConvGraph c;
+    build(c, attrs);
+    const ClaimSet set = match_convs(c.g.graph, {});
+    EXPECT_TRUE(set.claims.empty());
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "attributes") << set.refusals[0].detail;
+  }
+  ConvSpec spec;
+  spec.ic = spec.oc = 8;
+  spec.kh = spec.kw = 3;
+  EXPECT_TRUE(check_conv_spec(spec).is_ok());
+  ConvSpec wide_kernel = spec;
+  wide_kernel.kw = kMaxConvolutionWindow + 1;
+  EXPECT_FALSE(check_conv_spec(wide_kernel).is_ok());
+  ConvSpec many_channels = spec;
+  many_channels.ic = kMaxConvolutionChannels + 1;
+  EXPECT_FALSE(check_conv_spec(many_channels).is_ok());
+  ConvSpec big_weight = spec;  // each size within its bound, their product past the weight's
+  big_weight.ic = big_weight.oc = kMaxConvolutionChannels;
+  EXPECT_FALSE(check_conv_spec(big_weight).is_ok());
+}
+
 }  // namespace
 }  // namespace npuflow

@@ -305,5 +305,38 @@ TEST(ConvTransposeMatcher, RefusesWhatTheDeviceOrTheRuntimeCannotStandFor) {
   }
 }
 
+TEST(ConvTransposeMatcher, RefusesShapesAndAttributesWhoseArithmeticWouldOverflow) {
+  {
+    ConvGraph c;
+    build(c, {}, c.g.floats({4, (int64_t{1} << 62) + 1, 1, 1}, std::vector<float>(4, 0.1f)), false);
+    const ClaimSet set = match_conv_transposes(c.g.graph, {});
+    EXPECT_TRUE(set.claims.empty());
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "weight_shape");
+  }
+  const int64_t huge = int64_t{1} << 40;
+  for (const Attrs& attrs : std::vector<Attrs>{{{"pads", ints({1, huge, 1, 1})}},
+                                               {{"strides", ints({huge, huge})}},
+                                               {{"dilations", ints({2, huge})}}}) {
+    ConvGraph c;
+    build(c, attrs);
+    const ClaimSet set = match_conv_transposes(c.g.graph, {});
+    EXPECT_TRUE(set.claims.empty());
+    ASSERT_EQ(set.refusals.size(), 1u);
+    EXPECT_EQ(set.refusals[0].reason, "attributes") << set.refusals[0].detail;
+  }
+  ConvTransposeSpec spec;
+  spec.ic = spec.oc = 8;
+  spec.kh = spec.kw = 4;
+  spec.stride_y = spec.stride_x = 2;
+  EXPECT_TRUE(check_conv_transpose_spec(spec).is_ok());
+  ConvTransposeSpec tall_kernel = spec;
+  tall_kernel.kh = kMaxConvolutionWindow + 1;
+  EXPECT_FALSE(check_conv_transpose_spec(tall_kernel).is_ok());
+  ConvTransposeSpec negative_opad = spec;
+  negative_opad.opad_x = -1;
+  EXPECT_FALSE(check_conv_transpose_spec(negative_opad).is_ok());
+}
+
 }  // namespace
 }  // namespace npuflow
