@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "ops/convolution_fp16.h"
 #include "ops/float_linear.h"
 
 namespace npuflow {
@@ -143,33 +144,16 @@ Status Conv2d::run_device(const float* x, int64_t ih, int64_t iw, float* y,
       }
     }
   }
-  if (!in_range) {
-    if (!range_logged_.exchange(true)) {
-      logger_.info(str_cat(name_, ": an input beyond fp16's range; such calls run on the host"));
-    }
-    return unsupported("an input value beyond fp16's range");
-  }
+  if (!in_range) return input_beyond_fp16(name_, range_logged_, logger_);
   const int64_t oh = conv2d_output_height(call), ow = conv2d_output_width(call);
   output.resize(static_cast<size_t>(call.oc * oh * ow));
   call.input = input.data();
   call.weight = weight_fp16_.data();
   call.out = output.data();
   NPUFLOW_RETURN_IF_ERROR(device_->conv2d_fp16(call, context));
-  bool overflowed = false;
-  const int64_t pixels = oh * ow;
-  for (int64_t o = 0; o < s.oc; ++o) {
-    const uint16_t* from = output.data() + o * pixels;
-    float* to = y + o * pixels;
-    const float bias = bias_[static_cast<size_t>(o)];
-    for (int64_t p = 0; p < pixels; ++p) {
-      // An infinity from finite operands is fp16's overflow, not the model's value.
-      overflowed = overflowed || (from[p] & 0x7fffu) == 0x7c00u;
-      to[p] = half_bits_to_float(from[p]) + bias;
-    }
-  }
-  if (overflowed && std::all_of(x, x + s.ic * ih * iw, [](float v) { return std::isfinite(v); })) {
-    return unsupported("the fp16 output overflowed");
-  }
+  // The planes past OC (the device's zero filters) are left behind.
+  NPUFLOW_RETURN_IF_ERROR(
+      widen_device_output(output.data(), oh, ow, 0, 0, bias_, oh, ow, x, s.ic * ih * iw, y));
   counters_.device_calls.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }

@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "core/strings.h"
 #include "host/host_device.h"
+#include "ops/convolution_fp16.h"
 #include "ops/float_linear.h"
 
 namespace npuflow {
@@ -142,10 +143,7 @@ Status ConvTranspose2d::run_device(const float* x, int64_t ih, int64_t iw, float
   const int64_t count = spec_.ic * ih * iw;
   if (std::any_of(x, x + count,
                   [](float v) { return std::isfinite(v) && std::abs(v) > 65504.0f; })) {
-    if (!range_logged_.exchange(true)) {
-      logger_.info(str_cat(name_, ": an input beyond fp16's range; such calls run on the host"));
-    }
-    return unsupported("an input value beyond fp16's range");
+    return input_beyond_fp16(name_, range_logged_, logger_);
   }
   NPUFLOW_RETURN_IF_ERROR(gemm_scatter(*device_, *device_weight_, x, ih, iw, y, context));
   counters_.device_calls.fetch_add(1, std::memory_order_relaxed);
@@ -177,10 +175,7 @@ Status ConvTranspose2d::run_device_convolution(const float* x, int64_t ih, int64
   thread_local std::vector<uint16_t> input, output;
   input.resize(static_cast<size_t>(s.ic * ih * iw));
   if (!floats_to_half_in_range(x, input.size(), input.data())) {
-    if (!range_logged_.exchange(true)) {
-      logger_.info(str_cat(name_, ": an input beyond fp16's range; such calls run on the host"));
-    }
-    return unsupported("an input value beyond fp16's range");
+    return input_beyond_fp16(name_, range_logged_, logger_);
   }
   output.resize(static_cast<size_t>(s.oc * full_h * full_w));
   call.input = input.data();
@@ -192,21 +187,8 @@ Status ConvTranspose2d::run_device_convolution(const float* x, int64_t ih, int64
   const int64_t ow =
       conv_transpose_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right, s.opad_x);
   const int64_t row0 = s.pad_top - call.pad_top, col0 = s.pad_left - call.pad_left;
-  bool overflowed = false;
-  for (int64_t o = 0; o < s.oc; ++o) {
-    for (int64_t r = 0; r < oh; ++r) {
-      const uint16_t* from = output.data() + (o * full_h + r + row0) * full_w + col0;
-      float* to = y + (o * oh + r) * ow;
-      for (int64_t c = 0; c < ow; ++c) {
-        // An infinity from finite operands is fp16's overflow, not the model's value.
-        overflowed = overflowed || (from[c] & 0x7fffu) == 0x7c00u;
-        to[c] = half_bits_to_float(from[c]) + bias_[static_cast<size_t>(o)];
-      }
-    }
-  }
-  if (overflowed && std::all_of(x, x + s.ic * ih * iw, [](float v) { return std::isfinite(v); })) {
-    return unsupported("the fp16 output overflowed");
-  }
+  NPUFLOW_RETURN_IF_ERROR(widen_device_output(output.data(), full_h, full_w, row0, col0, bias_, oh,
+                                              ow, x, s.ic * ih * iw, y));
   counters_.device_calls.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }

@@ -21,12 +21,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import CLI, ROOT, claimed, refusal_reasons
+from convolution_cases import DEVICES, assert_claimed_alone_within_the_gate, single_convolution
 from gates import assert_matches
 from test_conv_transpose import mask_iou, sam_prompts
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
 SAMS = ROOT / "tests" / "fixtures" / "sam"
-DEVICES = ("host", "sim")
 
 
 def conv_records(records):
@@ -34,24 +34,7 @@ def conv_records(records):
 
 
 def single_conv(rng, case: dict, dtype=TensorProto.FLOAT) -> onnx.ModelProto:
-    ic, oc, (kh, kw) = case["ic"], case["oc"], case["kernel"]
-    group = case.get("group", 1)
-    weight = (rng.standard_normal((oc, ic // group, kh, kw)) /
-              np.sqrt(ic * kh * kw / group)).astype(np.float32)
-    inits = [numpy_helper.from_array(weight, "w")]
-    inputs = ["x", "w"]
-    if case.get("bias"):
-        inits.append(numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), "b"))
-        inputs.append("b")
-    attrs = {k: case[k] for k in ("strides", "pads", "dilations", "group") if k in case}
-    graph = helper.make_graph(
-        [helper.make_node("Conv", inputs, ["y"], name="conv", **attrs)], "single",
-        [helper.make_tensor_value_info("x", dtype, ["n", ic, "h", "w"])],
-        [helper.make_tensor_value_info("y", dtype, ["n", oc, "oh", "ow"])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.get("opset", 17))])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return single_convolution("Conv", rng, case, dtype)
 
 
 def output_size(case: dict, axis: int) -> int:
@@ -103,15 +86,8 @@ def test_random_single_convs_claimed_and_within_the_gate(sessions, index):
     path = sessions.save(single_conv(rng, case))
     h, w = case["size"]
     x = rng.standard_normal((case["batch"], case["ic"], h, w)).astype(np.float32)
-    for device in DEVICES:
-        records, worst = agree(sessions, path, [{"x": x}], device)
-        if device == "sim":
-            assert worst > 1e-5, (case, worst)  # fp16 operands: the device ran it
-        [record] = conv_records(records)
-        assert len(record["claims"]) == 1, (case, record["refusals"])
-        [claim] = record["claims"]
-        assert claim["pads"] == case["pads"] and claim["strides"] == case["strides"], claim
-        assert claim["dilations"] == case["dilations"], claim
+    assert_claimed_alone_within_the_gate(
+        case, "conv", lambda device: agree(sessions, path, [{"x": x}], device))
 
 
 def test_the_matrix_covers_the_axes():

@@ -22,13 +22,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import CLI, ROOT, claimed, refusal_reasons
+from convolution_cases import DEVICES, assert_claimed_alone_within_the_gate, single_convolution
 from gates import agreement, assert_matches
 from vision_fixtures import vision_claims
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
 SAMS = ROOT / "tests" / "fixtures" / "sam"
 VISION = ROOT / "tests" / "fixtures" / "vision"
-DEVICES = ("host", "sim")
 
 
 def conv_records(records):
@@ -151,24 +151,7 @@ def test_sam_mask_decoder_conv_transposes_and_masks_match_the_cpu_ep(sessions, e
 
 
 def single_conv_transpose(rng, case: dict) -> onnx.ModelProto:
-    ic, oc, kh, kw = case["ic"], case["oc"], case["kernel"][0], case["kernel"][1]
-    weight = (rng.standard_normal((ic, oc, kh, kw)) / np.sqrt(ic * kh * kw)).astype(np.float32)
-    inits = [numpy_helper.from_array(weight, "w")]
-    inputs = ["x", "w"]
-    if case["bias"]:
-        inits.append(numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), "b"))
-        inputs.append("b")
-    attrs = {k: case[k] for k in ("strides", "pads", "output_padding", "dilations", "group")
-             if k in case}
-    node = helper.make_node("ConvTranspose", inputs, ["y"], name="up", **attrs)
-    graph = helper.make_graph(
-        [node], "single", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                         ["n", case.get("x_channels", ic), "h", "w"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "oh", "ow"])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.get("opset", 17))])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return single_convolution("ConvTranspose", rng, case)
 
 
 def output_size(case: dict, axis: int) -> int:
@@ -215,14 +198,12 @@ def test_random_single_conv_transposes_claimed_and_within_the_gate(sessions, ind
     path = sessions.save(model)
     batch, (h, w) = case["batch"], case["size"]
     x = rng.standard_normal((batch, case["ic"], h, w)).astype(np.float32)
-    for device in DEVICES:
+
+    def run_on(device):
         records, worst = per_node_agreement(sessions, path, {"x": x}, ["y"], {}, device)
-        if device == "sim":
-            assert worst.rel_l2 > 1e-5, (case, worst)  # fp16 operands: the device ran it
-        [record] = conv_records(records)
-        assert len(record["claims"]) == 1, (case, record["refusals"])
-        [claim] = record["claims"]
-        assert claim["pads"] == case["pads"] and claim["strides"] == case["strides"], claim
+        return records, worst.rel_l2
+
+    assert_claimed_alone_within_the_gate(case, "conv_transpose", run_on)
 
 
 # (mutation of the base case, the refusal key): what the claim must leave to the CPU EP.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "convolution_test_support.h"
 #include "encoder_test_graph.h"
 #include "graph/conv_transpose_matcher.h"
 #include "host/host_device.h"
@@ -22,45 +23,31 @@ using encoder_test::integer;
 using encoder_test::ints;
 using encoder_test::TestGraph;
 
-struct Case {
-  ConvTransposeSpec spec;
-  int64_t batch = 1, ih = 1, iw = 1;
-  std::vector<float> x, w, b;
-};
+using Case = convolution_test::Case<ConvTransposeSpec>;
+using convolution_test::pick;
+using convolution_test::rel_l2;
+using convolution_test::run;
 
 Case random_case(uint32_t seed) {
   std::mt19937 rng(seed);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   Case c;
   ConvTransposeSpec& s = c.spec;
-  s.ic = pick(1, 24);
-  s.oc = pick(1, 40);
-  s.kh = pick(1, 5);
-  s.kw = pick(1, 5);
-  s.stride_y = pick(1, 3);
-  s.stride_x = pick(1, 3);
-  s.dil_y = pick(1, 2);
-  s.dil_x = pick(1, 2);
-  s.pad_top = pick(0, s.dil_y * (s.kh - 1));
-  s.pad_left = pick(0, s.dil_x * (s.kw - 1));
-  s.pad_bottom = s.pad_top + pick(0, 2);
-  s.pad_right = s.pad_left + pick(0, 2);
-  s.opad_y = pick(0, s.stride_y - 1);
-  s.opad_x = pick(0, s.stride_x - 1);
-  c.batch = pick(1, 2);
+  convolution_test::pick_sizes(s, rng);
+  s.pad_top = pick(rng, 0, s.dil_y * (s.kh - 1));
+  s.pad_left = pick(rng, 0, s.dil_x * (s.kw - 1));
+  s.pad_bottom = s.pad_top + pick(rng, 0, 2);
+  s.pad_right = s.pad_left + pick(rng, 0, 2);
+  s.opad_y = pick(rng, 0, s.stride_y - 1);
+  s.opad_x = pick(rng, 0, s.stride_x - 1);
+  c.batch = pick(rng, 1, 2);
   do {
-    c.ih = pick(1, 9);
-    c.iw = pick(1, 9);
+    c.ih = pick(rng, 1, 9);
+    c.iw = pick(rng, 1, 9);
   } while (conv_transpose_extent(c.ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom,
                                  s.opad_y) <= 0 ||
            conv_transpose_extent(c.iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right,
                                  s.opad_x) <= 0);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < c.batch * s.ic * c.ih * c.iw; ++i) c.x.push_back(normal(rng));
-  for (int64_t i = 0; i < s.ic * s.oc * s.kh * s.kw; ++i) c.w.push_back(0.3f * normal(rng));
-  for (int64_t i = 0; i < s.oc; ++i) c.b.push_back(normal(rng));
+  convolution_test::fill_values(c, rng);
   return c;
 }
 
@@ -91,30 +78,8 @@ std::vector<double> definition(const Case& c) {
   return y;
 }
 
-double rel_l2(const std::vector<double>& ref, const std::vector<float>& got) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff += (ref[i] - got[i]) * (ref[i] - got[i]);
-    norm += ref[i] * ref[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-std::vector<float> run(const ConvTranspose2d& op, const Case& c) {
-  const std::vector<int64_t> in_shape = {c.batch, c.spec.ic, c.ih, c.iw};
-  auto shape = op.output_shape(in_shape);
-  EXPECT_TRUE(shape.is_ok()) << shape.status().message();
-  std::vector<float> y(static_cast<size_t>(element_count(shape.value())), NAN);
-  const Status status = op.run(c.x.data(), in_shape, y.data(), ExecContext{});
-  EXPECT_TRUE(status.is_ok()) << status.message();
-  return y;
-}
-
 std::unique_ptr<ConvTranspose2d> make(const Case& c, std::shared_ptr<Device> device) {
-  auto op =
-      ConvTranspose2d::create("t", c.spec, c.w.data(), c.b.data(), std::move(device), Logger{});
-  EXPECT_TRUE(op.is_ok()) << op.status().message();
-  return std::move(op).value();
+  return convolution_test::make<ConvTranspose2d>(c, std::move(device));
 }
 
 TEST(ConvTranspose2d, HostIsOnnxsDefinitionInFp32AndSimWithinFp16OverRandomAttributes) {
