@@ -24,6 +24,7 @@ from conftest import CLI, ROOT, claimed, refusal_reasons
 from convolution_cases import DEVICES, assert_claimed_alone_within_the_gate, single_convolution
 from gates import assert_matches
 from test_conv_transpose import mask_iou, sam_prompts
+from test_verified_claims import verify_summary
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
 SAMS = ROOT / "tests" / "fixtures" / "sam"
@@ -167,8 +168,6 @@ def test_knob_off_claims_no_conv(sessions):
     assert claimed(conv_records(records)) == 5  # the encoder's down convolutions
 
 
-VERIFY_SUMMARY = re.compile(r"verify summary: (\d+) claimed nodes checked against the host "
-                            r"reference, (\d+) disabled, (\d+) later runs on the host reference")
 
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
@@ -203,9 +202,9 @@ def test_sam_neck_and_patch_convs_claimed_checked_per_node_and_the_masks_hold(se
     del npu
     gc.collect()
     err = capfd.readouterr().err
-    [(checked, disabled, _)] = VERIFY_SUMMARY.findall(err)
+    checked, disabled, _ = verify_summary(err)
     # Three Convs, two ConvTransposes and the image encoder.
-    assert (int(checked), int(disabled)) == (6, 0), err[-3000:]
+    assert (checked, disabled) == (6, 0), err[-3000:]
 
 
 SUMMARY = re.compile(r"Conv summary: (\d+) claimed nodes on (\w+), (\d+) images on the "
@@ -269,5 +268,5 @@ def test_depth_anything_dpt_head_convs_each_checked_against_the_host_on_their_ow
     npu.run(None, {"pixel_values": pixels})
     del npu
     gc.collect()
-    [(checked, disabled, _)] = VERIFY_SUMMARY.findall(capfd.readouterr().err)
-    assert (int(checked), int(disabled)) == (33, 0)
+    checked, disabled, _ = verify_summary(capfd.readouterr().err)
+    assert (checked, disabled) == (33, 0)

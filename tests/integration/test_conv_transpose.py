@@ -14,16 +14,16 @@ import gc
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from conftest import CLI, ROOT, claimed, refusal_reasons
 from convolution_cases import DEVICES, assert_claimed_alone_within_the_gate, single_convolution
 from gates import agreement, assert_matches
+from test_verified_claims import verify_summary
 from vision_fixtures import vision_claims
 
 UNETS = ROOT / "tests" / "fixtures" / "conv"
@@ -339,8 +339,6 @@ def test_explain_lists_the_claimed_conv_transposes_and_the_refusals(tmp_path):
     assert "grouped" in result.stdout and "group=2" in result.stdout, result.stdout
 
 
-VERIFY_SUMMARY = re.compile(r"verify summary: (\d+) claimed nodes checked against the host "
-                            r"reference, (\d+) disabled, (\d+) later runs on the host reference")
 
 
 @pytest.mark.parametrize("corrupt,verify", [(True, False), (True, True), (False, True)])
@@ -369,12 +367,10 @@ def test_verify_catches_a_miscomputing_device_on_every_conv_transpose(sessions, 
         return
     for name in names:
         assert_matches(ref[name], got[name], "sim", name)
-    found = VERIFY_SUMMARY.findall(err)
-    assert len(found) == 1, err[-3000:]
-    checked, disabled, _ = map(int, found[0])
+    checked, disabled, _ = verify_summary(err)
     # The two transposes and, claimed beside them, SAM's image encoder and its three convolutions
     # (patch embedding, neck: test_conv_claim.py).
-    assert (checked, disabled) == (6, 6 if corrupt else 0), found
+    assert (checked, disabled) == (6, 6 if corrupt else 0), err[-3000:]
 
 
 def cost_table(tmp_path, rows) -> str:

@@ -9,6 +9,7 @@ attention, both exporters, one or two images). Near misses are refused with thei
 unchanged. The whole model's masks are gated in test_conv_transpose.py."""
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 from conftest import CLI, ROOT
 from gates import assert_every_call_on_the_device, assert_matches, ended_session_profile
+from test_verified_claims import verify_summary
 from vision_fixtures import vision_claims, vision_refusals, with_extra_outputs
 
 sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
@@ -235,8 +237,17 @@ def test_the_generated_configurations_cover_the_axes(matrix):
                                                              for m in models)
 
 
+def expected_convs(config: dict) -> list[tuple]:
+    """(kernel h, kernel w, ic, oc, strides, pads) of the image encoder's convolutions, each a
+    Conv claim of its own: the patch embedding (3 colour planes, kernel and stride the patch) and
+    the neck (a 1x1 to output_channels, then a padded 3x3)."""
+    patch, hidden, out = config["patch_size"], config["hidden_size"], config["output_channels"]
+    return sorted([(patch, patch, 3, hidden, patch, patch, 0, 0, 0, 0),
+                   (1, 1, hidden, out, 1, 1, 0, 0, 0, 0), (3, 3, out, out, 1, 1, 1, 1, 1, 1)])
+
+
 @pytest.mark.parametrize("index", range(MATRIX_COUNT))
-def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions, index):
+def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions, capfd, index):
     directory, models = matrix
     config = models[index]
     path = str(directory / config["file"])
@@ -247,10 +258,22 @@ def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions
     level = "basic" if index % 2 else "all"
     [ref] = sessions.cpu(path, level=level).run(None, pixels)
     for device in ("host", "sim"):
-        npu, records = sessions.npuflow(path, level=level, options={"device": device})
+        # On sim, verify=1 checks each claimed node's first run against the host on its own
+        # input: the encoder and each of the three convolutions.
+        options = {"device": device, **({"verify": "1", "prof": "1"} if device == "sim" else {})}
+        capfd.readouterr()
+        npu, records = sessions.npuflow(path, level=level, options=options)
         [claim] = vision_claims(records)
         assert claim["family"] == "sam" and claim["layers"] == config["num_hidden_layers"]
         assert claim["grid_windows"] == expected_windows(config), config
         assert claim["rel_pos_layers"] == (claim["layers"] if config["use_rel_pos"] else 0)
+        [conv_record] = [r for r in records if r.get("matcher") == "conv"]
+        convs = sorted((*c["kernel"], c["ic"], c["oc"], *c["strides"], *c["pads"])
+                       for c in conv_record["claims"])
+        assert convs == expected_convs(config), (convs, conv_record["refusals"])
         [got] = npu.run(None, pixels)
         assert_matches(ref, got, device, f"{config['file']} image embedding, {level}")
+        del npu
+        if device == "sim":
+            gc.collect()
+            assert verify_summary(capfd.readouterr().err)[:2] == (4, 0)
