@@ -9,6 +9,7 @@ attention, both exporters, one or two images). Near misses are refused with thei
 unchanged. The whole model's masks are gated in test_conv_transpose.py."""
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import os
@@ -203,17 +204,27 @@ def test_vit_b_is_claimed_whole_and_matches_on_host_and_sim(sessions):
 
 # --- generated image encoders ----------------------------------------------------------------
 # MATRIX_COUNT configurations drawn from MATRIX_SEED by tools/fixtures/export_sam.py --matrix,
-# generated into the cache once. `make test-sam-matrix` runs a larger draw.
+# generated into the cache once, under the pinned transformers; the first NEXT_COUNT of them again
+# under the current 5.x (FIX_TRANSFORMERS_NEXT). `make test-sam-matrix` runs a larger draw.
 MATRIX_SEED = int(os.environ.get("NPUFLOW_SAM_SEED", "11"))
 MATRIX_COUNT = int(os.environ.get("NPUFLOW_SAM_COUNT", "12"))
+NEXT_COUNT = int(os.environ.get("NPUFLOW_SAM_NEXT_COUNT", "6"))
 EXPORTER = ROOT / "tools" / "fixtures" / "export_sam.py"
+COUNTS = {"pinned": MATRIX_COUNT, "next": NEXT_COUNT}
+TRANSFORMERS_PIN = {"pinned": "FIX_TRANSFORMERS", "next": "FIX_TRANSFORMERS_NEXT"}
+
+
+@functools.cache
+def generated(version: str):
+    return matrix_spec.generated_matrix(
+        "sam-matrix" if version == "pinned" else "sam-matrix-next", EXPORTER, MATRIX_SEED,
+        COUNTS[version], ("FIX_TORCH", TRANSFORMERS_PIN[version], "FIX_ONNXSCRIPT", "PY_ONNX"),
+        version)
 
 
 @pytest.fixture(scope="module")
 def matrix():
-    return matrix_spec.generated_matrix(
-        "sam-matrix", EXPORTER, MATRIX_SEED, MATRIX_COUNT,
-        ("FIX_TORCH", "FIX_TRANSFORMERS", "FIX_ONNXSCRIPT", "PY_ONNX"), "pinned")
+    return generated("pinned")
 
 
 def expected_windows(config: dict) -> list[int]:
@@ -246,9 +257,10 @@ def expected_convs(config: dict) -> list[tuple]:
                    (1, 1, hidden, out, 1, 1, 0, 0, 0, 0), (3, 3, out, out, 1, 1, 1, 1, 1, 1)])
 
 
-@pytest.mark.parametrize("index", range(MATRIX_COUNT))
-def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions, capfd, index):
-    directory, models = matrix
+@pytest.mark.parametrize("version,index", [(v, i) for v, count in COUNTS.items()
+                                           for i in range(count)])
+def test_a_generated_configuration_is_claimed_whole_and_matches(sessions, capfd, version, index):
+    directory, models = generated(version)
     config = models[index]
     path = str(directory / config["file"])
     size = config["image_size"]
@@ -272,7 +284,7 @@ def test_a_generated_configuration_is_claimed_whole_and_matches(matrix, sessions
                        for c in conv_record["claims"])
         assert convs == expected_convs(config), (convs, conv_record["refusals"])
         [got] = npu.run(None, pixels)
-        assert_matches(ref, got, device, f"{config['file']} image embedding, {level}")
+        assert_matches(ref, got, device, f"{version} {config['file']} image embedding, {level}")
         del npu
         if device == "sim":
             gc.collect()
