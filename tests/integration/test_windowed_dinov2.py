@@ -6,6 +6,7 @@ the CPU EP on host and sim at every optimization level, and near misses (a merge
 the windows) are not claimed as a merge and still match."""
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from onnx import helper
 
 from conftest import CLI, ROOT
 from gates import assert_every_call_on_the_device, assert_matches, ended_session_profile
+from test_verified_claims import verify_summary
 from vision_fixtures import vision_claims, vision_refusals
 
 sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
@@ -41,8 +43,53 @@ def feed(size: int, seed: int = 0):
     return {"pixel_values": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
 
 
+# stem -> (backbone, Conv claims, ConvTranspose claims): RF-DETR's projector after a backbone of
+# CONFIGS. Conv: the patch embedding (the windowed claim starts after the embedding), and per
+# pyramid level a CSP block of eight (1x1 in, three bottlenecks of two 3x3, 1x1 out); P5 adds its
+# 3x3 stride-2 convolution, P3 its 2x2 stride-2 ConvTranspose.
+PROJECTED = {"rfdetr_p4": ("windowed_2x2", 1 + 8, 0), "rfdetr_p3p5": ("windowed_4x4", 1 + 17, 1)}
+PROJECTED_MODELS = [f"{stem}_{exporter}.onnx" for stem in PROJECTED
+                    for exporter in ("torchscript", "dynamo")]
+
+
 def test_the_fixtures_are_there():
-    assert sorted(p.name for p in FIXTURES.glob("*.onnx")) == sorted(MODELS)
+    assert sorted(p.name for p in FIXTURES.glob("*.onnx")) == sorted(MODELS + PROJECTED_MODELS)
+
+
+def claims_of(records, matcher: str) -> list[dict]:
+    return [c for r in records if r.get("matcher") == matcher for c in r["claims"]]
+
+
+@pytest.mark.parametrize("model", PROJECTED_MODELS)
+def test_rfdetr_projector_convolutions_are_claimed_and_each_checked(sessions, capfd, model):
+    """The CSP projector's convolutions claimed where the device has conv (issue #14 item 2),
+    beside the windowed encoder: every Conv and ConvTranspose of the model a claim, none refused;
+    on sim, verify=1 checks each claim against the host on its own input and disables none; the
+    pyramid levels within each device's gate (sim's chain bar: up to 18 fp16 convolutions follow
+    the encoder)."""
+    backbone, convs, transposes = PROJECTED[model.rsplit("_", 1)[0]]
+    size = CONFIGS[backbone][0]
+    path = str(FIXTURES / model)
+    pixels = feed(size, seed=2)
+    refs = sessions.cpu(path, level="all").run(None, pixels)
+    for device in ("host", "sim"):
+        options = {"device": device, **({"verify": "1", "prof": "1"} if device == "sim" else {})}
+        capfd.readouterr()
+        npu, records = sessions.npuflow(path, level="all", options=options)
+        assert [c["family"] for c in vision_claims(records)] == ["dinov2_windowed"]
+        assert len(claims_of(records, "conv")) == convs
+        assert len(claims_of(records, "conv_transpose")) == transposes
+        refused = [x for r in records if r.get("matcher") in ("conv", "conv_transpose")
+                   for x in r["refusals"]]
+        assert not refused, refused
+        for i, (ref, got) in enumerate(zip(refs, npu.run(None, pixels))):
+            assert_matches(ref, got, "host" if device == "host" else "sim_chain",
+                           f"{model} pyramid level {i}")
+        del npu
+        if device == "sim":
+            gc.collect()
+            checked, disabled, _ = verify_summary(capfd.readouterr().err)
+            assert (checked, disabled) == (1 + convs + transposes, 0)
 
 
 @pytest.mark.parametrize("model", ["windowed_2x2_dynamo.onnx", "windowed_4x4_torchscript.onnx"])
