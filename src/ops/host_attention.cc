@@ -5,33 +5,22 @@
 #include <vector>
 
 #include "ops/avx2_math.h"
+#include "ops/host_attention_tiles.h"
 #include "ops/simd.h"
 
 namespace npuflow {
 namespace {
 
+using attention_tiles::Block;
+using attention_tiles::kKeyTile;
+
 // Queries per task: a block's scores (kQueryBlock x T floats) stay in L2 between the QK^T, the
 // softmax and the PV passes, and the key/value panels are reused across the block's rows.
 constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kKeyTile = 16;  // keys per K^T panel: two AVX2 vectors
 
 int64_t padded_keys(int64_t tokens) {
   return (tokens + kKeyTile - 1) / kKeyTile * kKeyTile;
 }
-
-// One task's operands: `rows` queries of one head against all T keys.
-struct Block {
-  const float* q = nullptr;  // rows x dh, row stride ld_qkv
-  // The head's keys transposed in panels of kKeyTile keys (each dh x kKeyTile, contiguous, the
-  // last one zero-padded): panel t holds keys [t * kKeyTile, (t + 1) * kKeyTile).
-  const float* kt = nullptr;
-  const float* v = nullptr;  // T x dh, contiguous: the head's values
-  int64_t ld_qkv = 0, rows = 0, tokens = 0, dh = 0;
-  float* scores = nullptr;  // rows x ld_scores: T keys, then the padding's scores
-  int64_t ld_scores = 0;
-  float* out = nullptr;  // rows x dh, row stride ld_out
-  int64_t ld_out = 0;
-};
 
 void scores_portable(const Block& b) {
   for (int64_t r = 0; r < b.rows; ++r) {
@@ -88,18 +77,21 @@ constexpr int64_t kRowTile = 4;  // query rows per register tile
 template <int R>
 NPUFLOW_TARGET_AVX2 inline void scores_tile(const Block& b, int64_t r0, int64_t j0) {
   __m256 acc[R][2];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const float* q = b.q + r0 * b.ld_qkv;
   const float* panel = b.kt + j0 * b.dh;
   for (int64_t c = 0; c < b.dh; ++c) {
     const __m256 k0 = _mm256_loadu_ps(panel + c * kKeyTile);
     const __m256 k1 = _mm256_loadu_ps(panel + c * kKeyTile + 8);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 qv = _mm256_broadcast_ss(q + r * b.ld_qkv + c);
       acc[r][0] = _mm256_fmadd_ps(qv, k0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(qv, k1, acc[r][1]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(b.scores + (r0 + r) * b.ld_scores + j0, acc[r][0]);
     _mm256_storeu_ps(b.scores + (r0 + r) * b.ld_scores + j0 + 8, acc[r][1]);
@@ -131,18 +123,25 @@ NPUFLOW_TARGET_AVX2 void scores_avx2(const Block& b) {
 template <int R, int W>
 NPUFLOW_TARGET_AVX2 inline void context_tile(const Block& b, int64_t r0, int64_t c0) {
   __m256 acc[R][W];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int w = 0; w < W; ++w) acc[r][w] = _mm256_setzero_ps();
   const float* p = b.scores + r0 * b.ld_scores;
   for (int64_t j = 0; j < b.tokens; ++j) {
     __m256 v[W];
+#pragma GCC unroll 16
     for (int w = 0; w < W; ++w) v[w] = _mm256_loadu_ps(b.v + j * b.dh + c0 + 8 * w);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 pv = _mm256_broadcast_ss(p + r * b.ld_scores + j);
+#pragma GCC unroll 16
       for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(pv, v[w], acc[r][w]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int w = 0; w < W; ++w)
       _mm256_storeu_ps(b.out + (r0 + r) * b.ld_out + c0 + 8 * w, acc[r][w]);
 }
@@ -156,8 +155,9 @@ NPUFLOW_TARGET_AVX2 void context_rows(const Block& b, int64_t r0) {
     float* out = b.out + (r0 + r) * b.ld_out;
     const float* p = b.scores + (r0 + r) * b.ld_scores;
     for (int64_t c = c0; c < b.dh; ++c) {
+      // Fused as the vector lanes are (and as the AVX-512 kernel's masked tail is).
       float sum = 0;
-      for (int64_t j = 0; j < b.tokens; ++j) sum += p[j] * b.v[j * b.dh + c];
+      for (int64_t j = 0; j < b.tokens; ++j) sum = std::fma(p[j], b.v[j * b.dh + c], sum);
       out[c] = sum;
     }
   }
@@ -254,6 +254,7 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
   const int64_t tokens = shape.tokens, d = shape.hidden, heads = shape.heads, dh = d / heads;
   if (tokens <= 0) return;
   const bool vectorized = avx2_kernels_active();
+  const bool wide = avx512_kernels_active();
   // K^T in panels and V (heads x T x dh) per head, laid out once so every query block streams
   // them from contiguous memory (the fused rows are 3D apart: a page per row).
   const int64_t tokens_padded = padded_keys(tokens);
@@ -292,7 +293,9 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
     b.out = ctx + first * d + head * dh;
     b.ld_out = d;
 #if NPUFLOW_HAVE_AVX2_KERNELS
-    if (vectorized)
+    if (wide)
+      attention_tiles::scores_avx512(b);
+    else if (vectorized)
       scores_avx2(b);
     else
       scores_portable(b);
@@ -322,7 +325,9 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
       softmax_row_portable(s, tokens, row_scale, row_bias, col_stride, nan_to_zero);
     }
 #if NPUFLOW_HAVE_AVX2_KERNELS
-    if (vectorized)
+    if (wide)
+      attention_tiles::context_avx512(b);
+    else if (vectorized)
       context_avx2(b);
     else
       context_portable(b);
@@ -331,6 +336,7 @@ void host_attention(const float* qkv, const AttentionShape& shape, float scale,
 #endif
   });
   (void)vectorized;
+  (void)wide;
 }
 
 void host_attention_reference(const float* qkv, const AttentionShape& shape, float scale,

@@ -6,9 +6,11 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NPUFLOW_HAVE_AVX2_KERNELS 1
 #define NPUFLOW_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define NPUFLOW_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define NPUFLOW_HAVE_AVX2_KERNELS 0
 #define NPUFLOW_TARGET_AVX2
+#define NPUFLOW_TARGET_AVX512
 #endif
 
 namespace npuflow {
@@ -18,6 +20,13 @@ bool avx2_kernels_active();
 
 // For tests: false makes every host op take its portable loops (true restores the CPU's choice).
 void allow_avx2_kernels(bool allowed);
+
+// True when the AVX-512 kernels run (the attention tiles; the other ops stay AVX2): the AVX2
+// kernels are active, the CPU has AVX-512F, and no test turned them off.
+bool avx512_kernels_active();
+
+// For tests: false keeps the AVX2 kernels where AVX-512 ones exist (true restores the choice).
+void allow_avx512_kernels(bool allowed);
 
 // While alive, host ops started on this thread take their portable loops if `portable` (the
 // `host_kernels=portable` knob of one encoder run). Each op reads the choice on the thread that

@@ -1,8 +1,10 @@
 // The host encoder's vector kernels (tiled attention, LayerNorm, the GELU forms, the gated
-// product) against double-precision references, on both paths: the AVX2 kernels where this CPU
-// has them and the portable loops (forced), at shapes that leave tails in every tile.
+// product) against double-precision references, on every path: the AVX2 kernels and the AVX-512
+// attention tiles where this CPU has them, and the portable loops (forced), at shapes that leave
+// tails in every tile.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <iterator>
 #include <random>
@@ -16,7 +18,8 @@
 namespace npuflow {
 namespace {
 
-// Runs the body once per kernel path this machine has: portable, and AVX2 where present.
+// Runs the body once per kernel path this machine has: portable, AVX2 where present, and
+// AVX-512 (the attention tiles) where present.
 template <typename Body>
 void for_each_path(Body body) {
   allow_avx2_kernels(false);
@@ -25,8 +28,14 @@ void for_each_path(Body body) {
     body();
   }
   allow_avx2_kernels(true);
+  allow_avx512_kernels(false);
   if (avx2_kernels_active()) {
     SCOPED_TRACE("AVX2 kernels");
+    body();
+  }
+  allow_avx512_kernels(true);
+  if (avx512_kernels_active()) {
+    SCOPED_TRACE("AVX-512 kernels");
     body();
   }
 }
@@ -90,6 +99,35 @@ TEST(HostKernels, AttentionMatchesTheDoubleReferenceAtEveryTail) {
         EXPECT_LT(max_abs_diff(got, want), 2e-6);
       }
     });
+  }
+}
+
+// The AVX-512 tiles compute each output as the AVX2 ones do (the same fused multiply-adds in the
+// same order), so the two paths agree to the bit, at head dims past 64 and off the 16-lane width.
+TEST(HostKernels, AttentionAvx512TilesMatchTheAvx2KernelsBitForBit) {
+  allow_avx512_kernels(true);
+  if (!avx512_kernels_active()) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::mt19937 rng(19);
+  for (AttentionCase c : {AttentionCase{1, 1, 8},
+                          {9, 2, 4},
+                          {45, 3, 20},
+                          {77, 2, 64},
+                          {40, 2, 80},
+                          {50, 1, 128},
+                          {33, 4, 24},
+                          {130, 6, 64}}) {
+    SCOPED_TRACE(testing::Message() << c.tokens << " tokens, " << c.heads << "x" << c.head_dim);
+    const int64_t d = c.heads * c.head_dim;
+    const auto qkv = normal(static_cast<size_t>(c.tokens * 3 * d), rng);
+    std::vector<float> avx2(static_cast<size_t>(c.tokens * d), NAN), avx512(avx2);
+    allow_avx512_kernels(false);
+    host_attention(qkv.data(), {c.tokens, d, c.heads}, 0.3f, {}, false, avx2.data(), two_threads());
+    allow_avx512_kernels(true);
+    host_attention(qkv.data(), {c.tokens, d, c.heads}, 0.3f, {}, false, avx512.data(),
+                   two_threads());
+    for (size_t i = 0; i < avx2.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(avx2[i]), std::bit_cast<uint32_t>(avx512[i])) << i;
+    }
   }
 }
 
