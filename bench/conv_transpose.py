@@ -68,12 +68,15 @@ def conv_model(ic: int, oc: int, size: int, kernel: int, stride: int, pad: int) 
 
 
 def paired_medians(data: bytes, feed: dict, options, runs: int) -> tuple[float, float]:
-    """(npuflow ms, CPU EP ms): medians of `runs` alternating runs after one warm-up each."""
+    """(npuflow ms, CPU EP ms): medians of `runs` alternating runs after three warm-ups each
+    (both arms' first runs are slower for several runs: page faults on fresh buffers, oneDNN's
+    first calls on each pool thread)."""
     arms = {"npuflow": ort.InferenceSession(data, options(True)),
             "cpu": ort.InferenceSession(data, options(False), providers=["CPUExecutionProvider"])}
     times = {name: [] for name in arms}
     for session in arms.values():
-        session.run(None, feed)
+        for _ in range(3):
+            session.run(None, feed)
     for _ in range(runs):
         for name, session in arms.items():
             start = time.perf_counter()

@@ -52,7 +52,7 @@ constexpr std::array kKnobs = {
              "Claim every 2-D, group-1 float Conv with a constant weight that no other claim "
              "holds, in any graph (SAM's neck, RF-DETR's projector; the claim policy weighs it "
              "like any claim). On an NPU it runs as the device's fp16 convolution, on the host "
-             "as im2col and an fp32 GEMM. 0 turns the claim off."},
+             "as oneDNN's fp32 convolution. 0 turns the claim off."},
     KnobSpec{"heads", "NPUFLOW_HEADS", KnobKind::kInt, "0", "0..4096",
              "Attention head count of a claimed vision encoder. 0 infers it from the graph's head "
              "split; when that is impossible the refusal names this knob."},

@@ -19,6 +19,7 @@
 #include "host/groupwise_gemm.h"
 #include "host/int8_gemm_loop.h"
 #include "host/onednn_weight.h"
+#include "host/scoped_omp_threads.h"
 
 namespace npuflow {
 namespace {
@@ -110,24 +111,6 @@ class PlainIntWeight final : public PackedWeight {
 
  private:
   std::vector<int8_t> values_;
-};
-
-// oneDNN's OpenMP kernels size their team from the calling thread's nthreads ICV. A task sets
-// it for its own GEMM and puts the previous value back: tasks run on threads npuflow does not own
-// (the caller's, or the pool ONNX Runtime lends), whose OpenMP state must stay as it was found.
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int threads) : previous_(omp_get_max_threads()) {
-    if (threads != previous_) omp_set_num_threads(threads);
-  }
-  ~ScopedOmpThreads() {
-    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
-  }
-  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
-  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
-
- private:
-  int previous_;
 };
 
 Status check_int4_values(const int8_t* values, int64_t count, const char* what) {

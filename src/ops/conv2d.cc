@@ -6,17 +6,13 @@
 
 #include "core/fp16.h"
 #include "core/strings.h"
-#include "host/host_device.h"
 #include "ops/convolution_fp16.h"
-#include "ops/float_linear.h"
 
 namespace npuflow {
 namespace {
 
 // The device's direct convolution computes output channels in groups of 16 (sim/sim_conv.h).
 constexpr int64_t kDeviceFilterGroup = 16;
-// Rows of the host im2col GEMM per chunk: bounds the column buffer to about 16 MiB.
-constexpr int64_t kColumnFloats = int64_t{1} << 22;
 
 }  // namespace
 
@@ -52,8 +48,7 @@ Result<std::unique_ptr<Conv2d>> Conv2d::create(std::string name, const ConvSpec&
   if (bias) std::copy(bias, bias + spec.oc, op->bias_.begin());
   op->on_host_ = op->device_->name() == "host";
   if (op->on_host_) {
-    op->host_ = op->device_;
-    NPUFLOW_RETURN_IF_ERROR(op->ensure_host_weight());
+    NPUFLOW_RETURN_IF_ERROR(op->ensure_host_convolution());
     return op;
   }
   // Zero filters past OC: the device's channel group, dropped from its output.
@@ -67,24 +62,17 @@ Result<std::unique_ptr<Conv2d>> Conv2d::create(std::string name, const ConvSpec&
   return op;
 }
 
-Status Conv2d::ensure_host_weight() const {
-  std::call_once(host_packed_, [&] {
+Status Conv2d::ensure_host_convolution() const {
+  std::call_once(host_ready_, [&] {
     std::lock_guard<std::mutex> lock(host_fallback_mutex());
-    if (!host_) host_ = std::make_shared<HostDevice>(DeviceOptions{});
-    // The GEMM weight is (IC KH KW) x OC: ONNX's [oc][ic kh kw] transposed.
-    const int64_t taps = spec_.ic * spec_.kh * spec_.kw;
-    std::vector<float> transposed(weight_.size());
-    for (int64_t o = 0; o < spec_.oc; ++o) {
-      for (int64_t t = 0; t < taps; ++t) transposed[t * spec_.oc + o] = weight_[o * taps + t];
-    }
-    auto packed = host_->pack_float_weight(transposed.data(), taps, spec_.oc);
-    if (packed.is_ok()) {
-      host_weight_ = std::move(packed).value();
+    auto convolution = OneDnnConvolution::create(spec_, weight_.data(), bias_.data());
+    if (convolution.is_ok()) {
+      host_convolution_ = std::move(convolution).value();
     } else {
-      host_pack_status_ = packed.status();
+      host_status_ = convolution.status();
     }
   });
-  return host_pack_status_;
+  return host_status_;
 }
 
 Result<std::vector<int64_t>> Conv2d::output_shape(const std::vector<int64_t>& input_shape) const {
@@ -160,52 +148,11 @@ Status Conv2d::run_device(const float* x, int64_t ih, int64_t iw, float* y,
 
 Status Conv2d::run_host(const float* x, int64_t ih, int64_t iw, float* y,
                         const ExecContext& context) const {
-  NPUFLOW_RETURN_IF_ERROR(ensure_host_weight());
+  NPUFLOW_RETURN_IF_ERROR(ensure_host_convolution());
   const ConvSpec& s = spec_;
   const int64_t oh = conv_extent(ih, s.stride_y, s.kh, s.dil_y, s.pad_top, s.pad_bottom);
   const int64_t ow = conv_extent(iw, s.stride_x, s.kw, s.dil_x, s.pad_left, s.pad_right);
-  const int64_t pixels = oh * ow, taps = s.ic * s.kh * s.kw;
-  const int64_t chunk = std::clamp<int64_t>(kColumnFloats / taps, 1, pixels);
-  // Scratch kept per thread across calls, as ConvTranspose2d's: fresh pages each call cost more
-  // page faults than the copy itself.
-  thread_local std::vector<float> columns_scratch, products_scratch;
-  columns_scratch.resize(std::max(columns_scratch.size(), static_cast<size_t>(chunk * taps)));
-  products_scratch.resize(std::max(products_scratch.size(), static_cast<size_t>(chunk * s.oc)));
-  float* const columns = columns_scratch.data();
-  float* const products = products_scratch.data();
-  for (int64_t p0 = 0; p0 < pixels; p0 += chunk) {
-    const int64_t rows = std::min(chunk, pixels - p0);
-    // im2col: row p holds the input under the kernel at output pixel p0 + p, zeros off the edge.
-    context.run(static_cast<size_t>(rows), [&](size_t task) {
-      const int64_t p = p0 + static_cast<int64_t>(task);
-      const int64_t oy = p / ow, ox = p % ow;
-      float* row = columns + static_cast<int64_t>(task) * taps;
-      for (int64_t c = 0; c < s.ic; ++c) {
-        for (int64_t i = 0; i < s.kh; ++i) {
-          const int64_t iy = oy * s.stride_y - s.pad_top + i * s.dil_y;
-          float* to = row + (c * s.kh + i) * s.kw;
-          if (iy < 0 || iy >= ih) {
-            std::fill(to, to + s.kw, 0.0f);
-            continue;
-          }
-          const float* from = x + (c * ih + iy) * iw;
-          for (int64_t j = 0; j < s.kw; ++j) {
-            const int64_t ix = ox * s.stride_x - s.pad_left + j * s.dil_x;
-            to[j] = ix >= 0 && ix < iw ? from[ix] : 0.0f;
-          }
-        }
-      }
-    });
-    NPUFLOW_RETURN_IF_ERROR(run_linear(*host_, columns, rows, *host_weight_, products, context));
-    // [pixel][oc] -> [oc][pixel], with the bias.
-    context.run(static_cast<size_t>(s.oc), [&](size_t task) {
-      const auto o = static_cast<int64_t>(task);
-      float* out = y + o * pixels + p0;
-      const float bias = bias_[task];
-      for (int64_t p = 0; p < rows; ++p) out[p] = products[p * s.oc + o] + bias;
-    });
-  }
-  return Status::ok();
+  return host_convolution_->run(x, ih, iw, oh, ow, y, context);
 }
 
 }  // namespace npuflow

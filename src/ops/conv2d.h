@@ -1,7 +1,7 @@
 // One ONNX Conv (2-D, group 1, float, constant weight) as a claimed node runs it (issue #14: SAM's
 // neck, RF-DETR's projector, any graph's convolutions where the device has conv).
-// - Host device: im2col and one fp32 GEMM, output pixels x (IC KH KW) against the weight as
-//   (IC KH KW) x OC, packed once; the bias added in fp32 (ONNX Runtime's CPU kernel's method).
+// - Host device: oneDNN's fp32 convolution (host/onednn_convolution.h), the weight reordered once
+//   per input size, the output channels in slices over the pool; the bias added in fp32.
 // - An NPU: the device's fp16 convolution (Device::conv2d_fp16) against a weight rounded once,
 //   its output channels padded with zero filters to the device's group of 16 and dropped after;
 //   asymmetric pads are written into the fp16 input as zeros (the device pads symmetrically).
@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "device/device.h"
+#include "host/onednn_convolution.h"
 #include "ops/convolution_images.h"
 #include "ops/convolution_window.h"
 #include "ops/device_fallback.h"
@@ -26,11 +27,7 @@
 namespace npuflow {
 
 // The node's attributes, in ONNX's terms (pads begin and end per axis).
-struct ConvSpec {
-  int64_t ic = 0, oc = 0, kh = 0, kw = 0;
-  int64_t stride_y = 1, stride_x = 1, dil_y = 1, dil_x = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-};
+using ConvSpec = ConvolutionGeometry;
 
 // ONNX's output extent along one axis: (in + pads - dil (k - 1) - 1) / stride + 1, floored; <= 0
 // when the padded input is shorter than the dilated kernel.
@@ -70,7 +67,7 @@ class Conv2d {
   // One image in fp32 on the host.
   Status run_host(const float* x, int64_t ih, int64_t iw, float* y,
                   const ExecContext& context) const;
-  Status ensure_host_weight() const;
+  Status ensure_host_convolution() const;
 
   std::string name_;
   ConvSpec spec_;
@@ -81,10 +78,9 @@ class Conv2d {
   std::vector<float> bias_;    // [oc], zeros when the node has none
   std::vector<uint16_t>
       weight_fp16_;  // [oc padded][ic][kh][kw], the device's operand (empty: none)
-  mutable std::once_flag host_packed_;  // the fp32 weight is packed on first host use
-  mutable std::shared_ptr<Device> host_;
-  mutable std::unique_ptr<PackedWeight> host_weight_;
-  mutable Status host_pack_status_;
+  mutable std::once_flag host_ready_;  // the fp32 convolution is built on first host use
+  mutable std::unique_ptr<OneDnnConvolution> host_convolution_;
+  mutable Status host_status_;
   mutable ConvolutionCounters counters_;
   DeviceFallback fallback_;
   mutable std::atomic<bool> range_logged_{false};

@@ -106,25 +106,39 @@ TEST(Conv2d, HostIsOnnxsDefinitionInFp32AndSimWithinFp16OverRandomAttributes) {
   EXPECT_GT(off_group, 5);   // output channels the device's group does not divide
 }
 
-TEST(Conv2d, ALargeImageTakesTheHostGemmInChunks) {
-  // 3x3 over 96 channels at 160 x 160: 25600 pixels x 864 taps, more than one column chunk.
-  Case c = random_case(9);
-  c.spec = ConvSpec{};
-  c.spec.ic = 96;
-  c.spec.oc = 8;
-  c.spec.kh = c.spec.kw = 3;
-  c.spec.pad_top = c.spec.pad_left = c.spec.pad_bottom = c.spec.pad_right = 1;
-  c.batch = 1;
-  c.ih = c.iw = 160;
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  c.x.resize(static_cast<size_t>(96 * 160 * 160));
-  for (float& v : c.x) v = normal(rng);
-  c.w.resize(static_cast<size_t>(8 * 96 * 9));
-  for (float& v : c.w) v = 0.1f * normal(rng);
-  c.b.assign(8, 0.5f);
-  auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
-  EXPECT_LT(rel_l2(definition(c), run(*host, c)), 1e-6);
+// The host path cuts an image into bands of output rows (host/onednn_convolution.h), each over
+// the input rows it reads, the image's pads where a band meets an edge: a tall image with
+// asymmetric pads, stride and dilation against ONNX's definition, and pads wider than the
+// kernel, where an edge band would read no input row and the image runs as one band.
+TEST(Conv2d, TheHostPathsBandsAreOnnxsDefinition) {
+  auto image = [](ConvSpec spec, int64_t ih, int64_t iw, uint32_t seed) {
+    Case c;
+    c.spec = spec;
+    c.ih = ih;
+    c.iw = iw;
+    std::mt19937 rng(seed);
+    convolution_test::fill_values(c, rng);
+    return c;
+  };
+  ConvSpec tall;
+  tall.ic = 24;
+  tall.oc = 40;
+  tall.kh = 5;
+  tall.kw = 3;
+  tall.stride_y = 2;
+  tall.dil_y = 2;
+  tall.pad_top = 3;
+  tall.pad_bottom = 1;
+  tall.pad_left = 2;
+  ConvSpec wide_pads;
+  wide_pads.ic = 4;
+  wide_pads.oc = 8;
+  wide_pads.kh = wide_pads.kw = 1;
+  wide_pads.pad_top = wide_pads.pad_bottom = 5;
+  for (const Case& c : {image(tall, 97, 23, 9), image(wide_pads, 12, 6, 10)}) {
+    auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+    EXPECT_LT(rel_l2(definition(c), run(*host, c)), 1e-6);
+  }
 }
 
 TEST(Conv2d, AFailedDeviceCallRerunsOnTheHostPath) {
