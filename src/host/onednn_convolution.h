@@ -14,15 +14,9 @@
 
 #include "core/parallel.h"
 #include "core/status.h"
+#include "device/convolution_geometry.h"
 
 namespace npuflow {
-
-// ONNX's attributes of a 2-D, group-1 convolution (pads begin and end per axis).
-struct ConvolutionGeometry {
-  int64_t ic = 0, oc = 0, kh = 0, kw = 0;
-  int64_t stride_y = 1, stride_x = 1, dil_y = 1, dil_x = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-};
 
 class OneDnnConvolution {
  public:

@@ -22,6 +22,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "device/convolution_geometry.h"
 #include "device/device.h"
 #include "ops/convolution_images.h"
 #include "ops/convolution_window.h"
@@ -29,11 +30,8 @@
 
 namespace npuflow {
 
-// The node's attributes, in ONNX's terms (pads begin and end per axis, output_padding).
-struct ConvTransposeSpec {
-  int64_t ic = 0, oc = 0, kh = 0, kw = 0;
-  int64_t stride_y = 1, stride_x = 1, dil_y = 1, dil_x = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+// The node's attributes, in ONNX's terms: a convolution's, and output_padding.
+struct ConvTransposeSpec : ConvolutionGeometry {
   int64_t opad_y = 0, opad_x = 0;
 };
 
