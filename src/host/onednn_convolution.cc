@@ -20,6 +20,12 @@ int64_t band_count(int64_t oh) {
   return std::clamp<int64_t>(oh / 4, 1, 8);
 }
 
+// One CPU engine for every plan, so a reordered weight made for one input size serves another.
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
 }  // namespace
 
 // The image is cut into bands of output rows; each band is a convolution of its own over the
@@ -33,7 +39,6 @@ struct OneDnnConvolution::Plan {
     dnnl::memory::desc src, dst, scratchpad;  // the layouts oneDNN chose
     dnnl::memory weight;
   };
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   std::vector<Band> bands;
   dnnl::memory bias;
 };
@@ -52,6 +57,22 @@ Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(
   op->bias_.assign(static_cast<size_t>(g.oc), 0.0f);
   if (bias) std::copy(bias, bias + g.oc, op->bias_.begin());
   return op;
+}
+
+dnnl::memory OneDnnConvolution::reordered_weight(const Plan& building,
+                                                 const dnnl::memory::desc& layout) const {
+  auto find = [&](const Plan& plan) -> dnnl::memory {
+    for (const Plan::Band& band : plan.bands) {
+      if (band.weight.get_desc() == layout) return band.weight;
+    }
+    return {};
+  };
+  if (dnnl::memory found = find(building)) return found;
+  for (const auto& [size, plan] : plans_) {
+    if (!plan) continue;  // the entry being built
+    if (dnnl::memory found = find(*plan)) return found;
+  }
+  return {};
 }
 
 Result<const OneDnnConvolution::Plan*> OneDnnConvolution::plan_for(int64_t ih, int64_t iw) const {
@@ -77,11 +98,11 @@ Result<const OneDnnConvolution::Plan*> OneDnnConvolution::plan_for(int64_t ih, i
   }
   try {
     auto plan = std::make_unique<Plan>();
-    dnnl::stream stream(plan->engine);
+    dnnl::stream stream(cpu_engine());
     const dnnl::memory::desc bias_desc({g.oc}, dnnl_dt::f32, dnnl_tag::x);
-    plan->bias = dnnl::memory(bias_desc, plan->engine, const_cast<float*>(bias_.data()));
+    plan->bias = dnnl::memory(bias_desc, cpu_engine(), const_cast<float*>(bias_.data()));
     const dnnl::memory::desc plain_weight({g.oc, g.ic, g.kh, g.kw}, dnnl_dt::f32, dnnl_tag::oihw);
-    dnnl::memory source(plain_weight, plan->engine, const_cast<float*>(weight_.data()));
+    dnnl::memory source(plain_weight, cpu_engine(), const_cast<float*>(weight_.data()));
     for (int64_t b = 0; b < bands; ++b) {
       const auto [first, rows, lo, hi] = band_rows(b, bands);
       Plan::Band band;
@@ -100,16 +121,16 @@ Result<const OneDnnConvolution::Plan*> OneDnnConvolution::plan_for(int64_t ih, i
               {g.dil_y - 1, g.dil_x - 1},  // oneDNN counts the gaps
               {band.in_first - lo, g.pad_left},
               {hi - (band.in_first + band.in_rows - 1), g.pad_right}),
-          attr, plan->engine);
+          attr, cpu_engine());
       band.primitive = dnnl::convolution_forward(pd);
       band.src = pd.src_desc();
       band.dst = pd.dst_desc();
       band.scratchpad = pd.scratchpad_desc();
-      // Bands of one image choose one weight layout as a rule; one that differs gets its own.
-      if (!plan->bands.empty() && plan->bands.front().weight.get_desc() == pd.weights_desc()) {
-        band.weight = plan->bands.front().weight;
-      } else {
-        band.weight = dnnl::memory(pd.weights_desc(), plan->engine);
+      // Bands and input sizes choose one weight layout as a rule: a weight already reordered to
+      // this band's layout is shared, and only a layout not seen yet is made.
+      band.weight = reordered_weight(*plan, pd.weights_desc());
+      if (!band.weight) {
+        band.weight = dnnl::memory(pd.weights_desc(), cpu_engine());
         dnnl::reorder(source, band.weight).execute(stream, source, band.weight);
       }
       plan->bands.push_back(std::move(band));
@@ -141,17 +162,17 @@ Status OneDnnConvolution::run(const float* x, int64_t ih, int64_t iw, int64_t oh
       in.resize(std::max(in.size(), band.src.get_size()));
       out.resize(std::max(out.size(), band.dst.get_size()));
       scratch.resize(std::max(scratch.size(), band.scratchpad.get_size()));
-      dnnl::stream stream(plan.engine);
+      dnnl::stream stream(cpu_engine());
       // The band's rows of every channel plane, and of y's: strided views of the images.
       const dnnl::memory::desc x_view({1, g.ic, band.in_rows, iw}, dnnl_dt::f32,
                                       dnnl::memory::dims{g.ic * ih * iw, ih * iw, iw, 1});
       const dnnl::memory::desc y_view({1, g.oc, band.out_rows, ow}, dnnl_dt::f32,
                                       dnnl::memory::dims{g.oc * oh * ow, oh * ow, ow, 1});
-      dnnl::memory x_band(x_view, plan.engine, const_cast<float*>(x + band.in_first * iw));
-      dnnl::memory y_band(y_view, plan.engine, y + band.out_first * ow);
-      dnnl::memory src(band.src, plan.engine, in.data());
-      dnnl::memory dst(band.dst, plan.engine, out.data());
-      dnnl::memory scratchpad(band.scratchpad, plan.engine, scratch.data());
+      dnnl::memory x_band(x_view, cpu_engine(), const_cast<float*>(x + band.in_first * iw));
+      dnnl::memory y_band(y_view, cpu_engine(), y + band.out_first * ow);
+      dnnl::memory src(band.src, cpu_engine(), in.data());
+      dnnl::memory dst(band.dst, cpu_engine(), out.data());
+      dnnl::memory scratchpad(band.scratchpad, cpu_engine(), scratch.data());
       dnnl::reorder(x_band, src).execute(stream, x_band, src);
       band.primitive.execute(stream, {{DNNL_ARG_SRC, src},
                                       {DNNL_ARG_WEIGHTS, band.weight},

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,9 @@ class OneDnnConvolution {
   struct Plan;
   explicit OneDnnConvolution(const ConvolutionGeometry& geometry);
   Result<const Plan*> plan_for(int64_t ih, int64_t iw) const;
+  // A weight of `layout` already reordered for `building` or another input size's plan (null:
+  // none); called under mutex_.
+  dnnl::memory reordered_weight(const Plan& building, const dnnl::memory::desc& layout) const;
 
   ConvolutionGeometry geometry_;
   std::vector<float> weight_, bias_;

@@ -138,6 +138,11 @@ TEST(Conv2d, TheHostPathsBandsAreOnnxsDefinition) {
   for (const Case& c : {image(tall, 97, 23, 9), image(wide_pads, 12, 6, 10)}) {
     auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
     EXPECT_LT(rel_l2(definition(c), run(*host, c)), 1e-6);
+    // A second input size through the same kernel: a plan of its own, the reordered weight shared.
+    Case other = image(c.spec, c.ih + 7, c.iw + 3, 11);
+    other.w = c.w;
+    other.b = c.b;
+    EXPECT_LT(rel_l2(definition(other), run(*host, other)), 1e-6);
   }
 }
 
