@@ -28,6 +28,7 @@ from conftest import EP_LIBRARY, EP_NAME
 from qdq_models import demo_layer_float_model
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "fuzz"))  # fuzz_seeds: the QDQ seed models
 TWIN = "__dead"
 CHILD_TIMEOUT_S = 300
 
@@ -62,7 +63,7 @@ def conv_case(file: str, device: str):
 
 
 def qdq_case(device: str):
-    from fuzz_seeds import qdq_models  # noqa: PLC0415  (tests/fuzz, put on the path below)
+    from fuzz_seeds import qdq_models
     x = np.random.default_rng(4).integers(-128, 128, (32, 64)).astype(np.int8)
     return qdq_models()["qdq_mlp"], {"x": x}, {}
 
@@ -198,7 +199,6 @@ def child(args: dict) -> None:
     np.savez(folder / "outputs.npz", **{f"out{i}": o for i, o in enumerate(outputs)})
 
 
-sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 
 if __name__ == "__main__":
     child(json.loads(sys.argv[1]))
