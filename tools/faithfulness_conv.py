@@ -1,7 +1,8 @@
 """The convolution table of docs/faithfulness.md: every Conv and ConvTranspose node of the U-Net
 generator fixtures (tests/fixtures/conv), the Depth Anything fixture (its DPT head's convolutions;
-the patch embedding is inside the claimed encoder) and the tiny SAM (tests/fixtures/sam, six
-prompts: patch embedding, neck, mask decoder), npuflow against the CPU EP on `host` and `sim`.
+the patch embedding is inside the claimed encoder), the tiny SAM (tests/fixtures/sam, six
+prompts: patch embedding, neck, mask decoder) and RF-DETR's projector after its windowed backbone
+(tests/fixtures/windowed/rfdetr_*), npuflow against the CPU EP on `host` and `sim`.
 
 Per node, as seed 000 scores its ConvTranspose claim: each node alone, with the model's own
 weights, fed the input the CPU EP computes for it in the model. End to end: the model's outputs
@@ -43,7 +44,12 @@ MODELS = [("U-Net, TorchScript", ROOT / "tests/fixtures/conv/unet_torchscript.on
            normal("pixel_values", (1, 3, 56, 56))),
           ("SAM, TorchScript", ROOT / "tests/fixtures/sam/sam_tiny_torchscript.onnx",
            sam_prompts()),
-          ("SAM, dynamo", ROOT / "tests/fixtures/sam/sam_tiny_dynamo.onnx", sam_prompts())]
+          ("SAM, dynamo", ROOT / "tests/fixtures/sam/sam_tiny_dynamo.onnx", sam_prompts()),
+          *[(f"RF-DETR {stem}, {exporter}",
+             ROOT / f"tests/fixtures/windowed/rfdetr_{stem}_{exporter}.onnx",
+             normal("pixel_values", (1, 3, size, size)))
+            for stem, size in (("p4", 56), ("p3p5", 112))
+            for exporter in ("torchscript", "dynamo")]]
 
 
 def node_inputs(model: onnx.ModelProto, feeds: list[dict]) -> dict[str, list[np.ndarray]]:
