@@ -79,6 +79,11 @@ Result<const OneDnnConvolution::Plan*> OneDnnConvolution::plan_for(int64_t ih, i
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = plans_[{ih, iw}];
   if (slot) return slot.get();
+  // oneDNN's primitive creation is not something two threads should race through (ThreadSanitizer
+  // sees its internal caches written unlocked when two nodes plan at once): one plan at a time
+  // process-wide, taken after this kernel's own lock, always in that order.
+  static std::mutex creation;
+  std::lock_guard<std::mutex> creating(creation);
   const ConvolutionGeometry& g = geometry_;
   const int64_t reach_y = g.dil_y * (g.kh - 1);
   const int64_t oh = (ih + g.pad_top + g.pad_bottom - reach_y - 1) / g.stride_y + 1;
