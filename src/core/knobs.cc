@@ -119,7 +119,7 @@ constexpr std::array kKnobs = {
              "Q4_K, Q5_K and MXFP4 stay integer values with their block scales (and the mins of "
              "Q4_1 and the K-quants) and run on the device's group-wise int8 GEMM, the activation "
              "quantized as the CPU backend does (per 32 values; K-quants: per 256) (resident on "
-             "host: the GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x, Q5_K 1.57x; on an NPU, which "
+             "host: the GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x, Q5_K 1.02x; on an NPU, which "
              "reads int8 weights, 1.9x them for Q4_0 and Q4_K, 1.8x for Q4_1, 2.0x for MXFP4, "
              "1.57x for Q5_K); Q6_K too where the device takes its 16-value groups (host: 1.31x; "
              "the RK3588 does not); other types are dequantized. dequant: every type is widened "

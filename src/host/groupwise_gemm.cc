@@ -25,6 +25,10 @@ const int8_t* pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
 const uint8_t* nibble_pair_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
   return w.nibbles() + (j0 / kColumnBlock) * (w.k() / 2 * kColumnBlock) + (kk / 2) * kColumnBlock;
 }
+// The fifth bits of that pair's 16 columns (5-bit codes): bit c at kk, bit 16 + c at kk + 1.
+uint32_t fifth_bits_at(const HostGroupwiseWeight& w, int64_t kk, int64_t j0) {
+  return w.fifth_bits()[(j0 / kColumnBlock) * (w.k() / 2) + kk / 2];
+}
 
 int64_t padded_columns(int64_t n) {
   return (n + kColumnBlock - 1) / kColumnBlock * kColumnBlock;
@@ -51,12 +55,16 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
       for (int64_t g = 0; g < groups; ++g) {
         std::fill(partial, partial + kColumnBlock, 0);
         for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
-          if (w.holds_nibbles()) {
-            // A code pair byte: K step kk in the low nibble, kk + 1 in the high one.
+          if (w.code_bits() != 8) {
+            // A code pair byte: K step kk in the low nibble, kk + 1 in the high one; 5-bit codes
+            // add their fifth bits.
             const uint8_t* pair = nibble_pair_at(w, kk, j0);
+            const uint32_t fifth = w.code_bits() == 5 ? fifth_bits_at(w, kk, j0) : 0;
             const int8_t* value = w.code_values();
             for (int64_t j = 0; j < kColumnBlock; ++j) {
-              partial[j] += a[kk] * value[pair[j] & 0x0f] + a[kk + 1] * value[pair[j] >> 4];
+              const uint32_t low = (pair[j] & 0x0fu) | ((fifth >> j) & 1u) << 4;
+              const uint32_t high = (pair[j] >> 4u) | ((fifth >> (16 + j)) & 1u) << 4;
+              partial[j] += a[kk] * value[low] + a[kk + 1] * value[high];
             }
             continue;
           }
@@ -78,19 +86,38 @@ void block_portable(const RowBlock& block, const HostGroupwiseWeight& w, const f
 }
 
 #if NPUFLOW_HAVE_AVX2_KERNELS
+// Eight bits, one per column, as the low 8 bytes of a byte mask (0xff where set).
+NPUFLOW_TARGET_AVX2 inline __m128i bits_as_bytes(uint32_t bits) {
+  const __m128i select = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  const __m128i spread = _mm_set1_epi8(static_cast<char>(bits & 0xff));
+  return _mm_cmpeq_epi8(_mm_and_si128(spread, select), select);
+}
+
 // Eight bytes of code pairs (8 columns) as the int16 pairs of those columns: each int32 lane
 // holds the low nibble's value in its low half and the high nibble's in its high half. `table`:
-// the weight's 16 code values as bytes (a vpshufb table).
-NPUFLOW_TARGET_AVX2 inline __m256i widen_nibble_pairs(const uint8_t* bytes, __m128i table) {
+// the weight's first 16 code values as bytes (a vpshufb table); with 5-bit codes, `table_high`
+// holds the next 16, and `low_fifth` / `high_fifth` the 8 columns' fifth bits at the pair's first
+// and second K step.
+template <bool kFifthBits>
+NPUFLOW_TARGET_AVX2 inline __m256i widen_code_pairs(const uint8_t* bytes, __m128i table,
+                                                    __m128i table_high, uint32_t low_fifth,
+                                                    uint32_t high_fifth) {
   const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
   const __m128i mask = _mm_set1_epi8(0x0f);
-  const __m128i low = _mm_shuffle_epi8(table, _mm_and_si128(v, mask));
-  const __m128i high = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+  const __m128i low_codes = _mm_and_si128(v, mask);
+  const __m128i high_codes = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+  __m128i low = _mm_shuffle_epi8(table, low_codes);
+  __m128i high = _mm_shuffle_epi8(table, high_codes);
+  if constexpr (kFifthBits) {
+    low = _mm_blendv_epi8(low, _mm_shuffle_epi8(table_high, low_codes), bits_as_bytes(low_fifth));
+    high =
+        _mm_blendv_epi8(high, _mm_shuffle_epi8(table_high, high_codes), bits_as_bytes(high_fifth));
+  }
   return _mm256_or_si256(_mm256_and_si256(_mm256_cvtepi8_epi32(low), _mm256_set1_epi32(0xffff)),
                          _mm256_slli_epi32(_mm256_cvtepi8_epi32(high), 16));
 }
 
-template <bool kNibbles>
+template <int kCodeBits>
 NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
                                          const float* scales_gn, float* c, int64_t n);
 
@@ -102,21 +129,28 @@ NPUFLOW_TARGET_AVX2 void block_avx2(const RowBlock& block, const HostGroupwiseWe
   for (int64_t first = 0; first < block.rows; first += kRows) {
     const RowBlock part{block.a16 + first * k, block.a_scales + first * groups,
                         std::min(kRows, block.rows - first)};
-    if (w.holds_nibbles()) {
-      block_avx2_rows<true>(part, w, scales_gn, c + first * n, n);
-    } else {
-      block_avx2_rows<false>(part, w, scales_gn, c + first * n, n);
+    switch (w.code_bits()) {
+      case 4:
+        block_avx2_rows<4>(part, w, scales_gn, c + first * n, n);
+        break;
+      case 5:
+        block_avx2_rows<5>(part, w, scales_gn, c + first * n, n);
+        break;
+      default:
+        block_avx2_rows<8>(part, w, scales_gn, c + first * n, n);
     }
   }
 }
 
-template <bool kNibbles>
+template <int kCodeBits>
 NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupwiseWeight& w,
                                          const float* scales_gn, float* c, int64_t n) {
   const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
   constexpr int64_t kRows = 4;
   const int64_t rows = block.rows;
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values()));
+  const __m128i table_high =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values() + 16));
   alignas(32) float out[kRows][kColumnBlock];
   for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
     std::memset(out, 0, sizeof(out));
@@ -125,10 +159,12 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
       for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
       for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
         __m256i w0, w1;
-        if constexpr (kNibbles) {
+        if constexpr (kCodeBits != 8) {
+          constexpr bool kFifth = kCodeBits == 5;
           const uint8_t* pair = nibble_pair_at(w, kk, j0);
-          w0 = widen_nibble_pairs(pair, table);
-          w1 = widen_nibble_pairs(pair + 8, table);
+          const uint32_t fifth = kFifth ? fifth_bits_at(w, kk, j0) : 0;
+          w0 = widen_code_pairs<kFifth>(pair, table, table_high, fifth, fifth >> 16);
+          w1 = widen_code_pairs<kFifth>(pair + 8, table, table_high, fifth >> 8, fifth >> 24);
         } else {
           const int8_t* pair = pair_at(w, kk, j0);
           w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
@@ -159,16 +195,19 @@ NPUFLOW_TARGET_AVX2 void block_avx2_rows(const RowBlock& block, const HostGroupw
 }
 
 // The same loop on 512-bit vectors: one vpdpwssd takes a K pair of 16 columns and accumulates.
-template <bool kNibbles>
+template <int kCodeBits>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
     const RowBlock& block, const HostGroupwiseWeight& w, const float* scales_gn, float* c,
     int64_t n) {
   const int64_t k = w.k(), np = w.padded_n(), group = w.group(), groups = k / group;
   const int64_t rows = block.rows;
-  // The 16 code values as int32 lanes: vpermd looks a code up by an index's low 4 bits.
+  // The code values as int32 lanes, 16 to a vector: vpermd looks a code up by an index's low 4
+  // bits, vpermt2d a 5-bit code in both.
   constexpr __mmask16 kAll = 0xffff;
   const __m512i table = _mm512_maskz_cvtepi8_epi32(
       kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values())));
+  const __m512i table_high = _mm512_maskz_cvtepi8_epi32(
+      kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.code_values() + 16)));
   alignas(64) float out[kRowBlock][kColumnBlock];
   for (int64_t j0 = 0; j0 < np; j0 += kColumnBlock) {
     std::memset(out, 0, sizeof(out));
@@ -177,14 +216,28 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_avx512_vnni(
       for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = _mm512_setzero_si512();
       for (int64_t kk = g * group; kk < (g + 1) * group; kk += 2) {
         __m512i wv;
-        if constexpr (kNibbles) {
-          // 16 bytes of code pairs, as widen_nibble_pairs does for 8 (the zero-masked forms:
+        if constexpr (kCodeBits != 8) {
+          // 16 bytes of code pairs, as widen_code_pairs does for 8 (the zero-masked forms:
           // GCC 12 flags the plain ones' undefined pass-through vector).
           const __m512i v = _mm512_maskz_cvtepu8_epi32(
               kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibble_pair_at(w, kk, j0))));
-          const __m512i low = _mm512_maskz_permutexvar_epi32(kAll, v, table);
-          const __m512i high =
-              _mm512_maskz_permutexvar_epi32(kAll, _mm512_maskz_srli_epi32(kAll, v, 4), table);
+          __m512i low, high;
+          if constexpr (kCodeBits == 5) {
+            // Each code's fifth bit (a mask bit per column) becomes bit 4 of its index.
+            const uint32_t fifth = fifth_bits_at(w, kk, j0);
+            const __m512i sixteen = _mm512_set1_epi32(16);
+            __m512i low_codes = _mm512_and_si512(v, _mm512_set1_epi32(0x0f));
+            __m512i high_codes = _mm512_maskz_srli_epi32(kAll, v, 4);
+            low_codes =
+                _mm512_mask_or_epi32(low_codes, static_cast<__mmask16>(fifth), low_codes, sixteen);
+            high_codes = _mm512_mask_or_epi32(high_codes, static_cast<__mmask16>(fifth >> 16),
+                                              high_codes, sixteen);
+            low = _mm512_permutex2var_epi32(table, low_codes, table_high);
+            high = _mm512_permutex2var_epi32(table, high_codes, table_high);
+          } else {
+            low = _mm512_maskz_permutexvar_epi32(kAll, v, table);
+            high = _mm512_maskz_permutexvar_epi32(kAll, _mm512_maskz_srli_epi32(kAll, v, 4), table);
+          }
           wv = _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(0xffff)),
                                _mm512_maskz_slli_epi32(kAll, high, 16));
         } else {
@@ -264,12 +317,13 @@ std::vector<GroupwiseKernel> groupwise_kernels_available() {
 HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n,
                                          ElementType type, int64_t group)
     : PackedWeight(k, n, type, group), np_(padded_columns(n)) {
-  // The distinct values, ascending; with at most 16 (0 among them: the padding columns), each
-  // value is stored as its index among them.
+  // The distinct values, ascending; with at most 32 (0 among them: the padding columns), each
+  // value is stored as its index among them, in 4 bits where 16 suffice, else 5.
   std::array<bool, 256> present{};
   present[128] = true;
   for (int64_t i = 0; i < k * n; ++i) present[static_cast<size_t>(weight[i] + 128)] = true;
-  if (std::count(present.begin(), present.end(), true) <= 16) {
+  const auto distinct = std::count(present.begin(), present.end(), true);
+  if (distinct <= 32) {
     std::array<uint8_t, 256> code_of{};
     int codes = 0;
     for (int v = 0; v < 256; ++v) {
@@ -277,15 +331,20 @@ HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_
       code_of[static_cast<size_t>(v)] = static_cast<uint8_t>(codes);
       code_values_[static_cast<size_t>(codes++)] = static_cast<int8_t>(v - 128);
     }
-    nibbles_.assign(static_cast<size_t>(k / 2 * np_), code_of[128] * uint8_t{0x11});
+    nibbles_.assign(static_cast<size_t>(k / 2 * np_), 0);
+    if (distinct > 16) fifth_bits_.assign(static_cast<size_t>(np_ / kColumnBlock * (k / 2)), 0);
     for (int64_t kk = 0; kk < k; ++kk) {
       const int shift = (kk & 1) * 4;
-      for (int64_t col = 0; col < n; ++col) {
-        const int64_t at = (col / kColumnBlock) * (k / 2 * kColumnBlock) + (kk / 2) * kColumnBlock +
-                           col % kColumnBlock;
-        uint8_t& byte = nibbles_[static_cast<size_t>(at)];
-        const uint8_t code = code_of[static_cast<size_t>(weight[kk * n + col] + 128)];
-        byte = static_cast<uint8_t>((byte & (0xf0 >> shift)) | (code << shift));
+      for (int64_t col = 0; col < np_; ++col) {
+        const int value = col < n ? weight[kk * n + col] : 0;
+        const uint8_t code = code_of[static_cast<size_t>(value + 128)];
+        const int64_t block = col / kColumnBlock, lane = col % kColumnBlock;
+        nibbles_[static_cast<size_t>(block * (k / 2 * kColumnBlock) + (kk / 2) * kColumnBlock +
+                                     lane)] |= static_cast<uint8_t>((code & 0x0f) << shift);
+        if (code >> 4) {
+          fifth_bits_[static_cast<size_t>(block * (k / 2) + kk / 2)] |= 1u
+                                                                        << (lane + (kk & 1) * 16);
+        }
       }
     }
     return;
@@ -325,10 +384,15 @@ void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
     const RowBlock block{a16, scales, rows};
 #if NPUFLOW_HAVE_AVX2_KERNELS
     if (chosen == GroupwiseKernel::kAvx512Vnni) {
-      if (w.holds_nibbles()) {
-        block_avx512_vnni<true>(block, w, scales_gn.data(), c + row0 * n, n);
-      } else {
-        block_avx512_vnni<false>(block, w, scales_gn.data(), c + row0 * n, n);
+      switch (w.code_bits()) {
+        case 4:
+          block_avx512_vnni<4>(block, w, scales_gn.data(), c + row0 * n, n);
+          break;
+        case 5:
+          block_avx512_vnni<5>(block, w, scales_gn.data(), c + row0 * n, n);
+          break;
+        default:
+          block_avx512_vnni<8>(block, w, scales_gn.data(), c + row0 * n, n);
       }
       return;
     }

@@ -11,7 +11,9 @@
 // weight holds at most 16 distinct values (a GGUF Q4_0, Q4_1 or Q4_K weight's nibble - 8, an
 // MXFP4 weight's twice-FP4 values), half a byte: each pair's two values as 4-bit codes in one
 // byte's low and high nibble ([Np/16][K/2][16] bytes), which the kernels look up in the weight's
-// 16-entry table as they load.
+// code table as they load; or, with at most 32 (a Q5_K weight's 5 bits - 16), 5-bit codes: the
+// same nibbles, and each code's fifth bit in a plane beside them ([Np/16][K/2] 32-bit words, bit
+// c the fifth bit of column c at the pair's first K step, bit 16 + c at its second).
 #pragma once
 
 #include <array>
@@ -27,20 +29,24 @@ class HostGroupwiseWeight final : public PackedWeight {
  public:
   // weight: row-major K x N; K a multiple of `group`, `group` even.
   HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group);
-  size_t resident_bytes() const override { return pairs_.size() + nibbles_.size(); }
+  size_t resident_bytes() const override {
+    return pairs_.size() + nibbles_.size() + fifth_bits_.size() * sizeof(uint32_t);
+  }
   int64_t padded_n() const { return np_; }
-  // Whether the values are held as 4-bit codes (at most 16 distinct values); then pairs() is
-  // empty and code_values() maps each code to its value.
-  bool holds_nibbles() const { return !nibbles_.empty(); }
+  // The bits each value is held in: 8 (the value), 4 or 5 (a code; code_values() maps a code to
+  // its value). With codes, pairs() is empty; with 4-bit codes, so is fifth_bits().
+  int code_bits() const { return nibbles_.empty() ? 8 : fifth_bits_.empty() ? 4 : 5; }
   const int8_t* pairs() const { return pairs_.data(); }
   const uint8_t* nibbles() const { return nibbles_.data(); }
+  const uint32_t* fifth_bits() const { return fifth_bits_.data(); }
   const int8_t* code_values() const { return code_values_.data(); }
 
  private:
   int64_t np_;
   std::vector<int8_t> pairs_;
   std::vector<uint8_t> nibbles_;
-  std::array<int8_t, 16> code_values_{};
+  std::vector<uint32_t> fifth_bits_;
+  std::array<int8_t, 32> code_values_{};
 };
 
 // The kernels, all giving the same bits. kAuto: the fastest this CPU has (AVX-512 VNNI, then

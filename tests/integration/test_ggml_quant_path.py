@@ -1,5 +1,5 @@
 """Quantized weights that stay quantized (NPUFLOW_QUANT_PATH=native, the default): Q8_0, Q4_0, Q4_1,
-Q4_K, Q5_K and MXFP4 weights are kept as int8 values with their block scales (and the mins of Q4_1,
+Q4_K, Q5_K and MXFP4 weights are kept as integer values with their block scales (and the mins of Q4_1,
 Q4_K and Q5_K) and run on the device's group-wise int8 GEMM, the activation quantized as the CPU
 backend quantizes it (per 32 values; per 256 for the K-quants). Q6_K's scales are per 16 values:
 the host's GEMM takes such groups, the RK3588's (sim) does not, and there Q6_K is dequantized.
@@ -32,9 +32,10 @@ MATMULS = {"q8_0": SMOLLM2_MATMULS, "q4_0": SMOLLM2_MATMULS, "q4_1": SMOLLM2_MAT
            "q4_K": SMOLLM2_K_QUANT_MATMULS, "q5_K": SMOLLM2_K_QUANT_MATMULS,
            "q6_K": SMOLLM2_MATMULS}
 # Resident bytes per GGUF byte on the host's native path, per type: the issue's 1.1 where the
-# host keeps the block's bytes; Q5_K's 32 values per sub-block take int8 (276 bytes per 176), and
-# so do Q6_K's 64 (256 bytes of values, 16 scale bytes and the fp16 d: 274 per 210, 1.305x).
-NATIVE_BOUND = {"q5_K": 1.6, "q6_K": 1.31}
+# host keeps the block's bytes or 5-bit codes (Q5_K: 160 bytes of codes per 256 values, as the
+# GGUF's nibbles and fifth bits); Q6_K's 64 values per sub-block take int8 (256 bytes of values,
+# 16 scale bytes and the fp16 d: 274 per 210, 1.305x).
+NATIVE_BOUND = {"q6_K": 1.31}
 # Types the RK3588 cannot keep quantized (Q6_K's 16-value groups): native there means dequantized.
 SIM_DEQUANTIZES = {"q6_K"}
 # Resident bytes per GGUF byte on the host's native path, the issue's bound: the host keeps each

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -57,37 +58,54 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   std::uniform_int_distribution<int> i8(-128, 127);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   HostDevice device({});
-  for (int trial = 0; trial < 80; ++trial) {
+  std::map<int, int> storages_seen;  // code bits -> trials
+  for (int trial = 0; trial < 100; ++trial) {
     const int64_t group = std::vector<int64_t>{2, 16, 32, 64}[trial % 4];  // 16: Q6_K's
     const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
-    // A third of the weights lie in [-8, 7] (a Q4_0 weight's nibble - 8), a third in MXFP4's 15
-    // values (twice the FP4 ones): the host holds both as 4-bit codes and a table.
-    const int storage = (trial / 3) % 3;  // 0: int8, 1: [-8, 7], 2: MXFP4
+    // The storages the host holds: int8, and codes with their table. A fifth of the weights lie
+    // in [-8, 7] (a Q4_0 weight's nibble - 8), a fifth in MXFP4's 15 values (twice the FP4 ones),
+    // both 4-bit codes; a fifth in [-16, 15] (a Q5_K weight's 5 bits - 16) and a fifth in a
+    // random set of 17 to 31 int8 values, both 5-bit codes.
+    const int storage = (trial / 3) % 5;  // 0: int8, 1: [-8, 7], 2: MXFP4, 3: [-16, 15], 4: set
     static constexpr int8_t kMxfp4[] = {0, 1, 2, 3, 4, 6, 8, 12, -1, -2, -3, -4, -6, -8, -12};
-    std::uniform_int_distribution<int> i4(-8, 7), fp4(0, 14);
+    std::set<int> drawn_set = {-128, 127};
+    while (drawn_set.size() < 17 + rng() % 15) drawn_set.insert(i8(rng));
+    const std::vector<int8_t> value_set(drawn_set.begin(), drawn_set.end());
+    std::uniform_int_distribution<int> i4(-8, 7), fp4(0, 14), i5(-16, 15);
+    std::uniform_int_distribution<size_t> in_set(0, value_set.size() - 1);
     auto weight_value = [&] {
-      return static_cast<int8_t>(storage == 0   ? i8(rng)
-                                 : storage == 1 ? i4(rng)
-                                                : kMxfp4[fp4(rng)]);
+      switch (storage) {
+        case 0:
+          return static_cast<int8_t>(i8(rng));
+        case 1:
+          return static_cast<int8_t>(i4(rng));
+        case 2:
+          return kMxfp4[fp4(rng)];
+        case 3:
+          return static_cast<int8_t>(i5(rng));
+        default:
+          return value_set[in_set(rng)];
+      }
     };
     std::vector<int8_t> a(m * k), w(k * n);
     for (auto& v : a) v = static_cast<int8_t>(i8(rng));
     for (auto& v : w) v = weight_value();
     // Extremes: a row of -128 and a column of the weight's minimum (the int16 pair sums reach
     // 2 * 2^14), and a column of its maximum.
-    const int8_t lowest = storage == 0 ? -128 : storage == 1 ? -8 : -12;
-    const int8_t highest = storage == 0 ? 127 : storage == 1 ? 7 : 12;
+    static constexpr int8_t kLowest[] = {-128, -8, -12, -16, -128};
+    static constexpr int8_t kHighest[] = {127, 7, 12, 15, 127};
     for (int64_t kk = 0; kk < k; ++kk) {
       a[kk] = -128;
-      w[kk * n] = lowest;
-      w[kk * n + n - 1] = highest;
+      w[kk * n] = kLowest[storage];
+      w[kk * n + n - 1] = kHighest[storage];
     }
-    // 4-bit codes whenever the values, with the padding's 0, are at most 16 (a small int8 weight
-    // can be, too).
+    // Codes whenever the values, with the padding's 0, are at most 32 (a small int8 weight can
+    // be, too): 4-bit ones up to 16.
     std::set<int> distinct(w.begin(), w.end());
     distinct.insert(0);
-    const bool nibbles = distinct.size() <= 16;
-    ASSERT_TRUE(storage == 0 || nibbles);
+    const int code_bits = distinct.size() <= 16 ? 4 : distinct.size() <= 32 ? 5 : 8;
+    ASSERT_TRUE(storage == 0 || code_bits != 8);
+    ++storages_seen[code_bits];
     std::vector<float> as(m * (k / group)), ws(n * (k / group));
     for (auto& v : as) v = scale(rng);
     for (auto& v : ws) v = scale(rng);
@@ -96,9 +114,13 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
     ASSERT_TRUE(packed.is_ok());
     ASSERT_NE(dynamic_cast<const HostGroupwiseWeight*>(packed.value().get()), nullptr);
     const auto& weight = dynamic_cast<const HostGroupwiseWeight&>(*packed.value());
-    ASSERT_EQ(weight.holds_nibbles(), nibbles);
+    ASSERT_EQ(weight.code_bits(), code_bits);
+    // A byte per value, half a byte per 4-bit code, and a bit more per 5-bit code.
+    const int64_t values = k * ((n + 15) / 16 * 16);
     EXPECT_EQ(packed.value()->resident_bytes(),
-              static_cast<size_t>(k * ((n + 15) / 16 * 16) / (nibbles ? 2 : 1)));
+              static_cast<size_t>(code_bits == 8   ? values
+                                  : code_bits == 4 ? values / 2
+                                                   : values / 2 + values / 8));
     for (GroupwiseKernel kernel : groupwise_kernels_available()) {
       std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
       host_groupwise_gemm(a.data(), as.data(), m, weight, ws.data(), c.data(), {}, kernel);
@@ -120,6 +142,8 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
     }
   }
   allow_avx2_kernels(true);
+  // Every storage was reached, each by many shapes.
+  for (int bits : {4, 5, 8}) EXPECT_GE(storages_seen[bits], 15) << bits << "-bit storage";
   std::string kernels;
   for (GroupwiseKernel kernel : groupwise_kernels_available()) {
     kernels += std::string(" ") + groupwise_kernel_name(kernel);
