@@ -20,8 +20,8 @@ os.environ.setdefault("NPUFLOW_CLAIM", "all")
 
 # NPUFLOW_TEST_SLICE=N runs a fixed slice of the suite: every test function, and of each
 # parametrized one the cases whose id hashes to 0 mod N (at least one), minus the tests marked
-# full_suite_only. `make test-python-asan` runs the slice N=3 under the sanitizers, where the whole
-# suite takes about 50 minutes on two cores; `make test-python` always runs it whole, and so does
+# full_suite_only. `make test-python-asan` runs the slice N=5 under the sanitizers, where the whole
+# suite takes over an hour on two cores; `make test-python` always runs it whole, and so does
 # `make test-python-asan ASAN_SLICE=1`. Dropped cases are reported as deselected, never as passed.
 SLICE = int(os.environ.get("NPUFLOW_TEST_SLICE", "1") or "1")
 
