@@ -11,20 +11,18 @@
 #include <random>
 #include <vector>
 
+#include "median.h"
+
 namespace {
 
 constexpr int64_t kRows = 512;
 constexpr int64_t kCols = 3072;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 }  // namespace
 
 int main() {
   using namespace npuflow;
+  using bench::median;
   std::mt19937 rng(1);
   // Accumulators and scales of a typical layer: |acc'| up to ~2e5, outputs spread over int8.
   std::uniform_int_distribution<int32_t> acc_values(-200000, 200000);

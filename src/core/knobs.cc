@@ -121,7 +121,7 @@ constexpr std::array kKnobs = {
              "quantized as the CPU backend does (per 32 values; K-quants: per 256) (resident on "
              "host: the GGUF's bytes, Q4_K 1.03x them, MXFP4 1.06x, Q5_K 1.02x; on an NPU, which "
              "reads int8 weights, 1.9x them for Q4_0 and Q4_K, 1.8x for Q4_1, 2.0x for MXFP4, "
-             "1.57x for Q5_K); Q6_K too where the device takes its 16-value groups (host: 1.31x; "
+             "1.57x for Q5_K); Q6_K too where the device takes its 16-value groups (host: 1.00x; "
              "the RK3588 does not); other types are dequantized. dequant: every type is widened "
              "to the "
              "device's float type once (fp32 on host, fp16 on an NPU), the control arm."},

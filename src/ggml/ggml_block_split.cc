@@ -129,14 +129,14 @@ void split_k_blocks(bool five_bits, const uint8_t* row, int64_t k, int8_t* value
 // sixteen signed 8-bit sub-block scales, then the fp16 d; x = d sc q per 16 values, q = the six
 // bits - 32 (dequantize_row_q6_K's layout: each half of 128 values takes 64 ql and 32 qh bytes,
 // value l + 32 i of the half from ql[l + 32 (i % 2)]'s nibble i / 2 and qh[l]'s bits 2i, 2i + 1).
-// The factor d |sc| goes in the multiplier's unsigned byte (|-128| fits), and a negative scale's
-// sign into its 16 values, q -> -q in [-31, 32]: d sc q = d |sc| (-q) exactly.
+// The factor d sc keeps its sign: the multiplier is the signed byte itself, and the values stay
+// q in [-32, 31], 64 of them, which the host holds as 6-bit codes.
 constexpr int64_t kQ6KGroup = 16;
 constexpr int64_t kQ6KGroups = kQ8KBlockValues / kQ6KGroup;
 constexpr size_t kQ6KBlockBytes = kQ8KBlockValues / 2 + kQ8KBlockValues / 4 + kQ6KGroups + 2;
 
 void split_q6_k_blocks(const uint8_t* row, int64_t k, int8_t* values, uint16_t* d,
-                       uint8_t* multipliers) {
+                       int8_t* multipliers) {
   for (int64_t b = 0; b < k / kQ8KBlockValues; ++b) {
     const uint8_t* block = row + static_cast<size_t>(b) * kQ6KBlockBytes;
     const uint8_t* ql = block;
@@ -153,15 +153,7 @@ void split_q6_k_blocks(const uint8_t* row, int64_t k, int8_t* values, uint16_t* 
         }
       }
     }
-    for (int64_t g = 0; g < kQ6KGroups; ++g) {
-      const int scale = sc[g];
-      multipliers[b * kQ6KGroups + g] = static_cast<uint8_t>(scale < 0 ? -scale : scale);
-      if (scale < 0) {
-        for (int64_t j = g * kQ6KGroup; j < (g + 1) * kQ6KGroup; ++j) {
-          out[j] = static_cast<int8_t>(-out[j]);
-        }
-      }
-    }
+    std::copy(sc, sc + kQ6KGroups, multipliers + b * kQ6KGroups);
   }
 }
 
@@ -188,12 +180,12 @@ GroupwiseFactors split_weight_rows(ggml_type type, const uint8_t* base, size_t r
   if (type == GGML_TYPE_Q6_K) {
     const int64_t supers = k / kQ8KBlockValues, sub_blocks = k / kQ6KGroup;
     std::vector<uint16_t> d(static_cast<size_t>(n * supers));
-    std::vector<uint8_t> multipliers(static_cast<size_t>(n * sub_blocks));
+    std::vector<int8_t> multipliers(static_cast<size_t>(n * sub_blocks));
     for_row_tasks(n, context, [&](int64_t r) {
       split_q6_k_blocks(row_at(r), k, values + r * k, d.data() + r * supers,
                         multipliers.data() + r * sub_blocks);
     });
-    return {BlockFactors(std::move(d), std::move(multipliers), kQ6KGroups), BlockFactors(),
+    return {BlockFactors(std::move(d), multipliers, kQ6KGroups), BlockFactors(),
             ActivationBlocks::kQ8_K, 0, kQ6KGroup};
   }
   if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) {

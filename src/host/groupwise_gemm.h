@@ -11,9 +11,13 @@
 // weight holds at most 16 distinct values (a GGUF Q4_0, Q4_1 or Q4_K weight's nibble - 8, an
 // MXFP4 weight's twice-FP4 values), half a byte: each pair's two values as 4-bit codes in one
 // byte's low and high nibble ([Np/16][K/2][16] bytes), which the kernels look up in the weight's
-// code table as they load; or, with at most 32 (a Q5_K weight's 5 bits - 16), 5-bit codes: the
-// same nibbles, and each code's fifth bit in a plane beside them ([Np/16][K/2] 32-bit words, bit
-// c the fifth bit of column c at the pair's first K step, bit 16 + c at its second).
+// code table as they load; or, with at most 32 (a Q5_K weight's 5 bits - 16) or 64 (a Q6_K
+// weight's 6 bits - 32), 5- or 6-bit codes: the same nibbles, and each code's bits above them in
+// one or two planes beside them ([Np/16][K/2][planes] 32-bit words, plane p holding bit 4 + p of
+// each code: bit c for column c at the pair's first K step, bit 16 + c at its second).
+// A product of one row block (up to 8 rows) reads the codes as it goes; one of more decodes each
+// panel of 16 or 64 columns into int8 pairs once per call (K x 64 bytes per thread) and runs every
+// row block on that, so the decoding is paid once, not once per row block.
 #pragma once
 
 #include <array>
@@ -30,23 +34,24 @@ class HostGroupwiseWeight final : public PackedWeight {
   // weight: row-major K x N; K a multiple of `group`, `group` even.
   HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_t n, ElementType type, int64_t group);
   size_t resident_bytes() const override {
-    return pairs_.size() + nibbles_.size() + fifth_bits_.size() * sizeof(uint32_t);
+    return pairs_.size() + nibbles_.size() + high_bits_.size() * sizeof(uint32_t);
   }
   int64_t padded_n() const { return np_; }
-  // The bits each value is held in: 8 (the value), 4 or 5 (a code; code_values() maps a code to
-  // its value). With codes, pairs() is empty; with 4-bit codes, so is fifth_bits().
-  int code_bits() const { return nibbles_.empty() ? 8 : fifth_bits_.empty() ? 4 : 5; }
+  // The bits each value is held in: 8 (the value), or 4, 5 or 6 (a code; code_values() maps a
+  // code to its value). With codes, pairs() is empty; with 4-bit codes, so is high_bits().
+  int code_bits() const { return nibbles_.empty() ? 8 : 4 + high_planes_; }
   const int8_t* pairs() const { return pairs_.data(); }
   const uint8_t* nibbles() const { return nibbles_.data(); }
-  const uint32_t* fifth_bits() const { return fifth_bits_.data(); }
+  const uint32_t* high_bits() const { return high_bits_.data(); }
   const int8_t* code_values() const { return code_values_.data(); }
 
  private:
   int64_t np_;
   std::vector<int8_t> pairs_;
   std::vector<uint8_t> nibbles_;
-  std::vector<uint32_t> fifth_bits_;
-  std::array<int8_t, 32> code_values_{};
+  std::vector<uint32_t> high_bits_;
+  int high_planes_ = 0;
+  std::array<int8_t, 64> code_values_{};
 };
 
 // The kernels, all giving the same bits. kAuto: the fastest this CPU has (AVX-512 VNNI, then

@@ -31,13 +31,24 @@ BlockFactors::BlockFactors(std::vector<uint16_t> super_bits, std::vector<uint8_t
                            int64_t per_super)
     : half_(std::move(super_bits)), multipliers_(std::move(multipliers)), per_super_(per_super) {}
 
+BlockFactors::BlockFactors(std::vector<uint16_t> super_bits, const std::vector<int8_t>& multipliers,
+                           int64_t per_super)
+    : half_(std::move(super_bits)),
+      multipliers_(multipliers.size()),
+      per_super_(per_super),
+      signed_multipliers_(true) {
+  std::memcpy(multipliers_.data(), multipliers.data(), multipliers.size());
+}
+
 const float* BlockFactors::values(std::vector<float>& buffer) const {
   if (!multipliers_.empty()) {
     float* widened = sized(buffer, multipliers_.size());
     for (size_t s = 0; s < half_.size(); ++s) {
       const float super = half_bits_to_float(half_[s]);
       for (size_t i = s * per_super_; i < (s + 1) * per_super_; ++i) {
-        widened[i] = super * static_cast<float>(multipliers_[i]);
+        const int multiplier = signed_multipliers_ ? static_cast<int8_t>(multipliers_[i])
+                                                   : static_cast<int>(multipliers_[i]);
+        widened[i] = super * static_cast<float>(multiplier);
       }
     }
     return widened;

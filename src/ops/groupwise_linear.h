@@ -25,6 +25,9 @@ class BlockFactors {
   // product is exact, and it is what the CPU backend multiplies by.
   BlockFactors(std::vector<uint16_t> super_bits, std::vector<uint8_t> multipliers,
                int64_t per_super);
+  // The same with signed multipliers (a Q6_K weight's 8-bit sub-block scales).
+  BlockFactors(std::vector<uint16_t> super_bits, const std::vector<int8_t>& multipliers,
+               int64_t per_super);
   size_t bytes() const {
     return half_.size() * sizeof(uint16_t) + full_.size() * sizeof(float) + multipliers_.size();
   }
@@ -41,6 +44,7 @@ class BlockFactors {
   // The factored form: half_ then holds one fp16 per per_super_ factors.
   std::vector<uint8_t> multipliers_;
   int64_t per_super_ = 0;
+  bool signed_multipliers_ = false;  // multipliers_ holds int8 bits
 };
 
 // The activation's block form, the one the CPU backend's dot product for the weight's type

@@ -59,19 +59,25 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   HostDevice device({});
   std::map<int, int> storages_seen;  // code bits -> trials
-  for (int trial = 0; trial < 100; ++trial) {
+  int decoded_per_panel[2] = {};      // coded, several row blocks: panels of 16 / 64 columns
+  for (int trial = 0; trial < 140; ++trial) {
     const int64_t group = std::vector<int64_t>{2, 16, 32, 64}[trial % 4];  // 16: Q6_K's
-    const int64_t m = 1 + rng() % 13, n = 1 + rng() % 70, k = group * (1 + rng() % 5);
-    // The storages the host holds: int8, and codes with their table. A fifth of the weights lie
-    // in [-8, 7] (a Q4_0 weight's nibble - 8), a fifth in MXFP4's 15 values (twice the FP4 ones),
-    // both 4-bit codes; a fifth in [-16, 15] (a Q5_K weight's 5 bits - 16) and a fifth in a
-    // random set of 17 to 31 int8 values, both 5-bit codes.
-    const int storage = (trial / 3) % 5;  // 0: int8, 1: [-8, 7], 2: MXFP4, 3: [-16, 15], 4: set
+    // Up to 3 row blocks of 8 (a coded weight with more than one is decoded per panel of columns
+    // first, in panels of 64 columns from 256 on) and up to 320 columns.
+    const int64_t m = 1 + rng() % 20, k = group * (1 + rng() % 5);
+    const int64_t n = trial % 4 == 3 ? 240 + rng() % 81 : 1 + rng() % 70;
+    // The storages the host holds: int8, and codes with their table. Weights in [-8, 7] (a Q4_0
+    // weight's nibble - 8) or MXFP4's 15 values (twice the FP4 ones): 4-bit codes; in [-16, 15]
+    // (a Q5_K weight's 5 bits - 16) or a random set of 17 to 31 int8 values: 5-bit codes; in
+    // [-32, 31] (a Q6_K weight's 6 bits - 32) or a random set of 33 to 63: 6-bit codes.
+    // 0: int8, 1: [-8, 7], 2: MXFP4, 3: [-16, 15], 4: 5-bit set, 5: [-32, 31], 6: 6-bit set.
+    const int storage = (trial / 3) % 7;
     static constexpr int8_t kMxfp4[] = {0, 1, 2, 3, 4, 6, 8, 12, -1, -2, -3, -4, -6, -8, -12};
     std::set<int> drawn_set = {-128, 127};
-    while (drawn_set.size() < 17 + rng() % 15) drawn_set.insert(i8(rng));
+    const size_t set_size = storage == 4 ? 17 + rng() % 15 : 33 + rng() % 31;
+    while (drawn_set.size() < set_size) drawn_set.insert(i8(rng));
     const std::vector<int8_t> value_set(drawn_set.begin(), drawn_set.end());
-    std::uniform_int_distribution<int> i4(-8, 7), fp4(0, 14), i5(-16, 15);
+    std::uniform_int_distribution<int> i4(-8, 7), fp4(0, 14), i5(-16, 15), i6(-32, 31);
     std::uniform_int_distribution<size_t> in_set(0, value_set.size() - 1);
     auto weight_value = [&] {
       switch (storage) {
@@ -83,6 +89,8 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
           return kMxfp4[fp4(rng)];
         case 3:
           return static_cast<int8_t>(i5(rng));
+        case 5:
+          return static_cast<int8_t>(i6(rng));
         default:
           return value_set[in_set(rng)];
       }
@@ -92,20 +100,24 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
     for (auto& v : w) v = weight_value();
     // Extremes: a row of -128 and a column of the weight's minimum (the int16 pair sums reach
     // 2 * 2^14), and a column of its maximum.
-    static constexpr int8_t kLowest[] = {-128, -8, -12, -16, -128};
-    static constexpr int8_t kHighest[] = {127, 7, 12, 15, 127};
+    static constexpr int8_t kLowest[] = {-128, -8, -12, -16, -128, -32, -128};
+    static constexpr int8_t kHighest[] = {127, 7, 12, 15, 127, 31, 127};
     for (int64_t kk = 0; kk < k; ++kk) {
       a[kk] = -128;
       w[kk * n] = kLowest[storage];
       w[kk * n + n - 1] = kHighest[storage];
     }
-    // Codes whenever the values, with the padding's 0, are at most 32 (a small int8 weight can
-    // be, too): 4-bit ones up to 16.
+    // Codes whenever the values, with the padding's 0, are at most 64 (a small int8 weight can
+    // be, too), in as few bits as hold them.
     std::set<int> distinct(w.begin(), w.end());
     distinct.insert(0);
-    const int code_bits = distinct.size() <= 16 ? 4 : distinct.size() <= 32 ? 5 : 8;
+    const int code_bits = distinct.size() <= 16   ? 4
+                          : distinct.size() <= 32 ? 5
+                          : distinct.size() <= 64 ? 6
+                                                  : 8;
     ASSERT_TRUE(storage == 0 || code_bits != 8);
     ++storages_seen[code_bits];
+    if (code_bits != 8 && m > 8) ++decoded_per_panel[n > 255];
     std::vector<float> as(m * (k / group)), ws(n * (k / group));
     for (auto& v : as) v = scale(rng);
     for (auto& v : ws) v = scale(rng);
@@ -115,12 +127,11 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
     ASSERT_NE(dynamic_cast<const HostGroupwiseWeight*>(packed.value().get()), nullptr);
     const auto& weight = dynamic_cast<const HostGroupwiseWeight&>(*packed.value());
     ASSERT_EQ(weight.code_bits(), code_bits);
-    // A byte per value, half a byte per 4-bit code, and a bit more per 5-bit code.
+    // A byte per value, half a byte per 4-bit code, and a bit more per code bit above 4.
     const int64_t values = k * ((n + 15) / 16 * 16);
     EXPECT_EQ(packed.value()->resident_bytes(),
-              static_cast<size_t>(code_bits == 8   ? values
-                                  : code_bits == 4 ? values / 2
-                                                   : values / 2 + values / 8));
+              static_cast<size_t>(code_bits == 8 ? values
+                                                 : values / 2 + values / 8 * (code_bits - 4)));
     for (GroupwiseKernel kernel : groupwise_kernels_available()) {
       std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
       host_groupwise_gemm(a.data(), as.data(), m, weight, ws.data(), c.data(), {}, kernel);
@@ -143,7 +154,9 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   }
   allow_avx2_kernels(true);
   // Every storage was reached, each by many shapes.
-  for (int bits : {4, 5, 8}) EXPECT_GE(storages_seen[bits], 15) << bits << "-bit storage";
+  for (int bits : {4, 5, 6, 8}) EXPECT_GE(storages_seen[bits], 15) << bits << "-bit storage";
+  EXPECT_GE(decoded_per_panel[0], 10);
+  EXPECT_GE(decoded_per_panel[1], 5);
   std::string kernels;
   for (GroupwiseKernel kernel : groupwise_kernels_available()) {
     kernels += std::string(" ") + groupwise_kernel_name(kernel);
@@ -496,7 +509,7 @@ TEST(GroupwiseLinear, Q4_KSubBlockFactorsGiveTheCpuBackendsQ8_KProduct) {
 TEST(GroupwiseLinear, Q6_KSixteenValueGroupsGiveTheCpuBackendsQ8_KProduct) {
   std::mt19937 rng(29);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> six_bits(-32, 31), byte(0, 128);
+  std::uniform_int_distribution<int> six_bits(-32, 31), byte(-128, 127);
   std::uniform_real_distribution<float> super(0.0005f, 0.004f);
   HostDevice host({});
   sim::SimDevice sim;
@@ -505,8 +518,9 @@ TEST(GroupwiseLinear, Q6_KSixteenValueGroupsGiveTheCpuBackendsQ8_KProduct) {
   for (auto& v : rows) v = static_cast<int8_t>(six_bits(rng));
   std::vector<uint16_t> d(n * supers);
   for (auto& v : d) v = float_to_half_bits(super(rng));
-  std::vector<uint8_t> sc(n * groups);
-  for (auto& v : sc) v = static_cast<uint8_t>(byte(rng));  // 128: |-128|, a Q6_K extreme
+  std::vector<int8_t> sc(n * groups);  // signed, as Q6_K's (-128 among them)
+  for (auto& v : sc) v = static_cast<int8_t>(byte(rng));
+  sc[0] = -128;
   std::vector<float> x(m * k);
   for (auto& v : x) v = normal(rng);
   std::vector<int8_t> q(m * k);
@@ -520,9 +534,10 @@ TEST(GroupwiseLinear, Q6_KSixteenValueGroupsGiveTheCpuBackendsQ8_KProduct) {
   GroupwiseFactors factors{BlockFactors(d, sc, 16), BlockFactors(), ActivationBlocks::kQ8_K, 0, 16};
   auto packed = pack_groupwise_linear(host, rows.data(), factors, k, n);
   ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
-  // One int8 value per weight, an fp16 per 256 and a byte per 16.
+  // Six bits per weight (64 values: 6-bit codes on host), an fp16 per 256 and a byte per 16:
+  // the GGUF's 210 bytes per 256 values.
   EXPECT_EQ(packed.value()->resident_bytes(),
-            static_cast<size_t>(n * k + n * supers * 2 + n * groups));
+            static_cast<size_t>(n * k * 6 / 8 + n * supers * 2 + n * groups));
   expect_blockwise_product(host, x, m, n, groups, *packed.value(), [&](auto i, auto j, auto g) {
     int64_t dot = 0;
     for (int64_t c = g * 16; c < (g + 1) * 16; ++c) dot += rows[j * k + c] * q[i * k + c];
