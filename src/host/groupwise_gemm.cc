@@ -366,6 +366,21 @@ void fill_row_block(const int8_t* a, const float* a_scales, int64_t row0, int64_
   std::fill(scales + rows * groups, scales + kRowBlock * groups, 0.0f);
 }
 
+// The same rows as int8 values into a byte row block, with their sums per group.
+void fill_byte_rows(const int8_t* a, const float* a_scales, int64_t row0, int64_t rows, int64_t k,
+                    int64_t group, int8_t* a8, int32_t* sums, float* scales) {
+  const int64_t groups = k / group;
+  std::copy(a + row0 * k, a + (row0 + rows) * k, a8);
+  std::fill(a8 + rows * k, a8 + kRowBlock * k, int8_t{0});
+  for (int64_t i = 0; i < kRowBlock * groups; ++i) {
+    int32_t sum = 0;
+    for (int64_t kk = i * group; kk < (i + 1) * group; ++kk) sum += a8[kk];
+    sums[i] = sum;
+  }
+  std::copy(a_scales + row0 * groups, a_scales + (row0 + rows) * groups, scales);
+  std::fill(scales + rows * groups, scales + kRowBlock * groups, 0.0f);
+}
+
 }  // namespace
 
 void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
@@ -380,7 +395,12 @@ void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
   const GroupwiseKernel chosen = resolve(kernel);
   const WeightPanel stored = whole(w, scales_gn.data());
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-  if (w.code_bits() == 8 || blocks == 1) {
+  // With several row blocks, each panel of columns is prepared once and every row block runs on
+  // it: codes decoded into int8 pairs (read in the kernel, they would be decoded once per row
+  // block), and on AVX-512 VNNI, where each group holds whole quads, any weight rewritten as biased
+  // quads for vpdpbusd.
+  const bool quads = chosen == GroupwiseKernel::kAvx512Vnni && w.group() % 4 == 0;
+  if (blocks == 1 || (w.code_bits() == 8 && !quads)) {
     // Row blocks in parallel, each reading the weight as stored.
     context.run(static_cast<size_t>(blocks), [&](size_t index) {
       const int64_t row0 = static_cast<int64_t>(index) * kRowBlock;
@@ -394,14 +414,21 @@ void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
     });
     return;
   }
-  // Codes and several row blocks: each panel of columns is decoded into int8 pairs once, and every
-  // row block runs on it, where reading the codes would decode the whole weight per row block.
-  std::vector<int16_t> a16(static_cast<size_t>(blocks * kRowBlock * k));
-  std::vector<float> scales(static_cast<size_t>(blocks * kRowBlock * groups));
+  const size_t padded_rows = static_cast<size_t>(blocks * kRowBlock);
+  std::vector<float> scales(padded_rows * static_cast<size_t>(groups));
+  std::vector<int16_t> a16(quads ? 0 : padded_rows * static_cast<size_t>(k));
+  std::vector<int8_t> a8(quads ? padded_rows * static_cast<size_t>(k) : 0);
+  std::vector<int32_t> sums(quads ? padded_rows * static_cast<size_t>(groups) : 0);
   context.run(static_cast<size_t>(blocks), [&](size_t index) {
     const int64_t row0 = static_cast<int64_t>(index) * kRowBlock;
-    fill_row_block(a, a_scales, row0, std::min(kRowBlock, m - row0), k, groups,
-                   a16.data() + row0 * k, scales.data() + row0 * groups);
+    const int64_t rows = std::min(kRowBlock, m - row0);
+    if (quads) {
+      fill_byte_rows(a, a_scales, row0, rows, k, w.group(), a8.data() + row0 * k,
+                     sums.data() + row0 * groups, scales.data() + row0 * groups);
+    } else {
+      fill_row_block(a, a_scales, row0, rows, k, groups, a16.data() + row0 * k,
+                     scales.data() + row0 * groups);
+    }
   });
   const int64_t column_blocks = np / kColumnBlock;
   // 64 columns per panel (K x 64 bytes decoded) where that still leaves tasks for every thread.
@@ -411,15 +438,33 @@ void host_groupwise_gemm(const int8_t* a, const float* a_scales, int64_t m,
     const int64_t first = static_cast<int64_t>(index) * per_panel;
     const int64_t count = std::min(per_panel, column_blocks - first);
     const int64_t j_begin = first * kColumnBlock;
-    thread_local std::vector<int8_t> decoded_buffer;
-    int8_t* decoded = sized(decoded_buffer, static_cast<size_t>(k * count * kColumnBlock));
-    decode_columns(chosen, stored, j_begin, count, decoded);
     WeightPanel panel = stored;
     panel.np = count * kColumnBlock;
     panel.cols = std::min(panel.np, n - j_begin);
-    panel.code_bits = 8;
-    panel.pairs = decoded;
     panel.scales_gn = scales_gn.data() + j_begin;
+    if (w.code_bits() == 8) {
+      panel.pairs = w.pairs() + pair_offset(k, 0, j_begin);
+    } else {
+      thread_local std::vector<int8_t> decoded_buffer;
+      int8_t* decoded = sized(decoded_buffer, static_cast<size_t>(k * panel.np));
+      decode_columns(chosen, stored, j_begin, count, decoded);
+      panel.pairs = decoded;
+    }
+    panel.code_bits = 8;
+#if NPUFLOW_HAVE_AVX2_KERNELS
+    if (quads) {
+      thread_local std::vector<uint8_t> quad_buffer;
+      uint8_t* biased = sized(quad_buffer, static_cast<size_t>(k * panel.np));
+      quads_avx512_vnni(panel, biased);
+      panel.quads = biased;
+      for (int64_t row0 = 0; row0 < m; row0 += kRowBlock) {
+        const ByteRowBlock block{a8.data() + row0 * k, sums.data() + row0 * groups,
+                                 scales.data() + row0 * groups, std::min(kRowBlock, m - row0)};
+        block_avx512_vnni_quads(block, panel, c + row0 * n + j_begin, n);
+      }
+      return;
+    }
+#endif
     for (int64_t row0 = 0; row0 < m; row0 += kRowBlock) {
       const RowBlock block{a16.data() + row0 * k, scales.data() + row0 * groups,
                            std::min(kRowBlock, m - row0)};

@@ -17,7 +17,11 @@
 // each code: bit c for column c at the pair's first K step, bit 16 + c at its second).
 // A product of one row block (up to 8 rows) reads the codes as it goes; one of more decodes each
 // panel of 16 or 64 columns into int8 pairs once per call (K x 64 bytes per thread) and runs every
-// row block on that, so the decoding is paid once, not once per row block.
+// row block on that, so the decoding is paid once, not once per row block. On AVX-512 VNNI, with
+// groups of whole quads, the panel (codes or int8) is then rewritten as each value + 128 in
+// unsigned bytes, four K steps per 32-bit lane, for vpdpbusd (four products per lane where
+// vpdpwssd takes two); each group's exact partial is that sum less 128 times the activation's sum
+// over the group.
 #pragma once
 
 #include <array>

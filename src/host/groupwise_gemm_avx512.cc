@@ -65,6 +65,15 @@ NPUFLOW_TARGET_AVX512_VNNI inline __m512i load_pairs_avx512(const WeightPanel& w
   }
 }
 
+// out += (a_scale * ws) * float(partial): a group's product then sum, two roundings.
+NPUFLOW_TARGET_AVX512_VNNI inline void add_group(float* out, __m512i partial, float a_scale,
+                                                 __m512 ws) {
+  // The masked form: GCC 12 flags the plain one's undefined pass-through vector.
+  const __m512 exact = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xffff, partial);
+  const __m512 p = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(a_scale), ws), exact);
+  _mm512_store_ps(out, _mm512_add_ps(_mm512_load_ps(out), p));
+}
+
 // The same loop on 512-bit vectors: one vpdpwssd takes a K pair of 16 columns and accumulates.
 template <int kCodeBits>
 NPUFLOW_TARGET_AVX512_VNNI void block_rows(const RowBlock& block, const WeightPanel& w, float* c,
@@ -89,11 +98,7 @@ NPUFLOW_TARGET_AVX512_VNNI void block_rows(const RowBlock& block, const WeightPa
       }
       const __m512 ws = _mm512_loadu_ps(w.scales_gn + g * w.scale_stride + j0);
       for (int64_t r = 0; r < kRowBlock; ++r) {
-        const __m512 a_scale = _mm512_set1_ps(block.a_scales[r * groups + g]);
-        // The masked form: GCC 12 flags the plain one's undefined pass-through vector.
-        const __m512 partial = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xffff, acc[r]);
-        const __m512 p = _mm512_mul_ps(_mm512_mul_ps(a_scale, ws), partial);
-        _mm512_store_ps(out[r], _mm512_add_ps(_mm512_load_ps(out[r]), p));
+        add_group(out[r], acc[r], block.a_scales[r * groups + g], ws);
       }
     }
     const int64_t valid = std::min(kColumnBlock, w.cols - j0);
@@ -120,6 +125,58 @@ NPUFLOW_TARGET_AVX512_VNNI void decode_columns(const WeightPanel& coded, int64_t
 }
 
 }  // namespace
+
+NPUFLOW_TARGET_AVX512_VNNI void quads_avx512_vnni(const WeightPanel& pairs, uint8_t* out) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t j0 = 0; j0 < pairs.np; j0 += kColumnBlock) {
+    for (int64_t kq = 0; kq < pairs.k; kq += 4) {
+      // Two K pairs of 16 columns, interleaved by column: unpack takes columns 0-3 and 8-11 (lo),
+      // 4-7 and 12-15 (hi) per 128-bit half; the permutes put them in column order.
+      const __m256i p0 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_at(pairs, kq, j0)));
+      const __m256i p1 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_at(pairs, kq + 2, j0)));
+      const __m256i lo = _mm256_unpacklo_epi16(p0, p1), hi = _mm256_unpackhi_epi16(p0, p1);
+      uint8_t* quad = out + (j0 / kColumnBlock) * (pairs.k * kColumnBlock) + kq * kColumnBlock;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(quad),
+                          _mm256_xor_si256(_mm256_permute2x128_si256(lo, hi, 0x20), bias));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(quad + 32),
+                          _mm256_xor_si256(_mm256_permute2x128_si256(lo, hi, 0x31), bias));
+    }
+  }
+}
+
+NPUFLOW_TARGET_AVX512_VNNI void block_avx512_vnni_quads(const ByteRowBlock& block,
+                                                        const WeightPanel& w, float* c,
+                                                        int64_t ldc) {
+  const int64_t k = w.k, group = w.group, groups = k / group;
+  alignas(64) float out[kRowBlock][kColumnBlock];
+  for (int64_t j0 = 0; j0 < w.np; j0 += kColumnBlock) {
+    std::memset(out, 0, sizeof(out));
+    const uint8_t* panel = w.quads + (j0 / kColumnBlock) * (k * kColumnBlock);
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512i acc[kRowBlock];
+      for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = _mm512_setzero_si512();
+      for (int64_t kq = g * group; kq < (g + 1) * group; kq += 4) {
+        const __m512i wv = _mm512_loadu_si512(panel + kq * kColumnBlock);
+        for (int64_t r = 0; r < kRowBlock; ++r) {
+          int32_t a_quad;
+          std::memcpy(&a_quad, block.a8 + r * k + kq, sizeof(a_quad));
+          acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(a_quad));
+        }
+      }
+      const __m512 ws = _mm512_loadu_ps(w.scales_gn + g * w.scale_stride + j0);
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        // The group's exact int32 partial, as the pairs' kernels have it.
+        const __m512i exact =
+            _mm512_sub_epi32(acc[r], _mm512_set1_epi32(128 * block.sums[r * groups + g]));
+        add_group(out[r], exact, block.a_scales[r * groups + g], ws);
+      }
+    }
+    const int64_t valid = std::min(kColumnBlock, w.cols - j0);
+    for (int64_t r = 0; r < block.rows; ++r) std::copy(out[r], out[r] + valid, c + r * ldc + j0);
+  }
+}
 
 void block_avx512_vnni(const RowBlock& block, const WeightPanel& w, float* c, int64_t ldc) {
   switch (w.code_bits) {

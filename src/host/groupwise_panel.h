@@ -22,6 +22,9 @@ struct WeightPanel {
   const uint32_t* high_bits = nullptr;
   const int8_t* code_values = nullptr;
   const float* scales_gn = nullptr;
+  // Or, for vpdpbusd: each value + 128 as an unsigned byte, four consecutive K steps of a column in
+  // one 32-bit lane ([np/16][K/4][16][4] bytes).
+  const uint8_t* quads = nullptr;
 };
 
 // Where the K pair starting at `kk` of the column block starting at `j0` lies: each block of 16
@@ -64,10 +67,25 @@ struct RowBlock {
   int64_t rows;
 };
 
+// The same rows as int8 values, for the quads' kernel, with each row's sum per group (the 128s the
+// biased weight adds back out: sum (w + 128) a - 128 sum a).
+struct ByteRowBlock {
+  const int8_t* a8;       // kRowBlock x K
+  const int32_t* sums;    // kRowBlock x G
+  const float* a_scales;  // kRowBlock x G
+  int64_t rows;
+};
+
 // The AVX-512 VNNI kernels (host/groupwise_gemm_avx512.cc): one row block against a panel, and the
 // columns [j_begin, j_begin + 16 * blocks) of a coded panel decoded into int8 pairs, laid out as a
 // panel of their own (`out`: K x 16 * blocks bytes).
 void block_avx512_vnni(const RowBlock& block, const WeightPanel& w, float* c, int64_t ldc);
 void decode_avx512_vnni(const WeightPanel& coded, int64_t j_begin, int64_t blocks, int8_t* out);
+// An int8-pair panel (code_bits 8, K a multiple of 4) rewritten as biased quads (`out`: K x np
+// bytes), and one row block against such a panel: a vpdpbusd takes four K steps of 16 columns,
+// twice the int16 pairs' products per instruction, and each group's sum loses its 128 sum a.
+void quads_avx512_vnni(const WeightPanel& pairs, uint8_t* out);
+void block_avx512_vnni_quads(const ByteRowBlock& block, const WeightPanel& w, float* c,
+                             int64_t ldc);
 
 }  // namespace npuflow::groupwise

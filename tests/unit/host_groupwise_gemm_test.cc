@@ -1,6 +1,7 @@
 // The host's paired group-wise kernel (host/groupwise_gemm.h) against the specified arithmetic:
 // every kernel this CPU runs, every weight storage (int8 values; 4-, 5- and 6-bit codes read in
-// the kernel or decoded per panel of columns), bit for bit.
+// the kernel or decoded per panel of columns; on AVX-512 VNNI, panels rewritten as biased quads),
+// bit for bit.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -27,6 +28,7 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   HostDevice device({});
   std::map<int, int> storages_seen;  // code bits -> trials
   int decoded_per_panel[2] = {};     // coded, several row blocks: panels of 16 / 64 columns
+  int quad_shapes = 0;
   for (int trial = 0; trial < 140; ++trial) {
     const int64_t group = std::vector<int64_t>{2, 16, 32, 64}[trial % 4];  // 16: Q6_K's
     // Up to 3 row blocks of 8 (a coded weight with more than one is decoded per panel of columns
@@ -85,6 +87,7 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
     ASSERT_TRUE(storage == 0 || code_bits != 8);
     ++storages_seen[code_bits];
     if (code_bits != 8 && m > 8) ++decoded_per_panel[n > 255];
+    if (m > 8 && group % 4 == 0) ++quad_shapes;  // AVX-512 VNNI: biased quads
     std::vector<float> as(m * (k / group)), ws(n * (k / group));
     for (auto& v : as) v = scale(rng);
     for (auto& v : ws) v = scale(rng);
@@ -124,6 +127,7 @@ TEST(HostGroupwiseGemm, EveryKernelGivesTheSpecifiedBitsOnRandomShapesAndEverySt
   for (int bits : {4, 5, 6, 8}) EXPECT_GE(storages_seen[bits], 15) << bits << "-bit storage";
   EXPECT_GE(decoded_per_panel[0], 10);
   EXPECT_GE(decoded_per_panel[1], 5);
+  EXPECT_GE(quad_shapes, 20);
   std::string kernels;
   for (GroupwiseKernel kernel : groupwise_kernels_available()) {
     kernels += std::string(" ") + groupwise_kernel_name(kernel);
