@@ -316,8 +316,8 @@ HostGroupwiseWeight::HostGroupwiseWeight(const int8_t* weight, int64_t k, int64_
 namespace {
 
 // One row block against one panel, on `chosen`'s kernel.
-void run_block(GroupwiseKernel chosen, const RowBlock& block, const WeightPanel& w, float* c,
-               int64_t ldc) {
+void run_block([[maybe_unused]] GroupwiseKernel chosen, const RowBlock& block, const WeightPanel& w,
+               float* c, int64_t ldc) {
 #if NPUFLOW_HAVE_AVX2_KERNELS
   if (chosen == GroupwiseKernel::kAvx512Vnni) return block_avx512_vnni(block, w, c, ldc);
   if (chosen == GroupwiseKernel::kAvx2) return block_avx2(block, w, c, ldc);
@@ -327,8 +327,8 @@ void run_block(GroupwiseKernel chosen, const RowBlock& block, const WeightPanel&
 
 // The columns [j_begin, j_begin + 16 * blocks) of a coded weight decoded into int8 pairs, laid out
 // as a panel of their own (`out`: K x 16 * blocks bytes).
-void decode_columns(GroupwiseKernel chosen, const WeightPanel& coded, int64_t j_begin,
-                    int64_t blocks, int8_t* out) {
+void decode_columns([[maybe_unused]] GroupwiseKernel chosen, const WeightPanel& coded,
+                    int64_t j_begin, int64_t blocks, int8_t* out) {
 #if NPUFLOW_HAVE_AVX2_KERNELS
   if (chosen == GroupwiseKernel::kAvx512Vnni) {
     return decode_avx512_vnni(coded, j_begin, blocks, out);
