@@ -199,6 +199,5 @@ def child(args: dict) -> None:
     np.savez(folder / "outputs.npz", **{f"out{i}": o for i, o in enumerate(outputs)})
 
 
-
 if __name__ == "__main__":
     child(json.loads(sys.argv[1]))

@@ -138,7 +138,8 @@ TEST(Conv2d, TheHostPathsBandsAreOnnxsDefinition) {
   for (const Case& c : {image(tall, 97, 23, 9), image(wide_pads, 12, 6, 10)}) {
     auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
     EXPECT_LT(rel_l2(definition(c), run(*host, c)), 1e-6);
-    // A second input size through the same kernel: a plan of its own, the reordered weight shared.
+    // A second input size through the same kernel: a plan of its own, over the weight the first
+    // plan reordered (the sharing itself is not observable here; the result must not change).
     Case other = image(c.spec, c.ih + 7, c.iw + 3, 11);
     other.w = c.w;
     other.b = c.b;
