@@ -7,8 +7,10 @@
   axis 0 and a block_size, the weight-only form of LLM and encoder int4 exports; opset 21):
   asymmetric uint4 with zero points in blocks of 32 (its default) and of 16, and symmetric int4
   without zero points in blocks of 128 (longer than the fixture ViT's K of 64: one short block);
-- uint8 activations (quantize_static's default) and int16 activations (for which it moves the
-  model to opset 21).
+- uint8 activations (quantize_static's default), int16 and uint16 activations (for which it moves
+  the model to opset 21), symmetric int8 activations (zero points all 0), every Q/DQ in the
+  com.microsoft domain (UseQDQContribOps, what ONNX Runtime's QNN and Vitis AI recipes set), and
+  uint8 weights per tensor (the pre-per-channel default).
 
 Each is claimed as one encoder node in NPUFLOW_QUANT=fp16, on host and sim. Gates: against the
 float reading (the model with its DequantizeLinears folded and its round trips dropped, run by the
@@ -52,7 +54,12 @@ FORMS = {"int8_per_channel": (QuantType.QInt8, QuantType.QInt8),
          "uint4_blocks_16": Blocks(16, symmetric=False),
          "int4_blocks_symmetric_128": Blocks(128, symmetric=True),
          "uint8_activations": (QuantType.QUInt8, QuantType.QInt8),
-         "int16_activations": (QuantType.QInt16, QuantType.QInt8)}
+         "int16_activations": (QuantType.QInt16, QuantType.QInt8),
+         "uint16_activations": (QuantType.QUInt16, QuantType.QInt8),
+         "contrib_domain": (QuantType.QUInt8, QuantType.QInt8, {"UseQDQContribOps": True}),
+         "symmetric_activations": (QuantType.QInt8, QuantType.QInt8,
+                                   {"ActivationSymmetric": True, "WeightSymmetric": True}),
+         "uint8_weights_per_tensor": (QuantType.QUInt8, QuantType.QUInt8, {}, False)}
 MODELS = ["vit_encoder_torchscript", "minilm"]
 
 
@@ -77,10 +84,10 @@ def quantize(form: str, model: onnx.ModelProto, fp32: str, calibration, folder,
         quantizer.process()
         onnx.save(quantizer.model.model, out)
         return out
-    activation, weight = FORMS[form]
+    activation, weight, options, per_channel = FORMS[form] + ({}, True)[len(FORMS[form]) - 2:]
     quantize_static(fp32, out, Batches(calibration), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=activation, weight_type=weight,
-                    op_types_to_quantize=["MatMul"])
+                    per_channel=per_channel, activation_type=activation, weight_type=weight,
+                    op_types_to_quantize=["MatMul"], extra_options=options)
     return out
 
 
@@ -124,7 +131,19 @@ def test_the_forms_are_what_the_tools_write(built):
         assert {n.domain for n in dequantize_nodes(built[name, "int4_per_channel"][1])} == \
             {"com.microsoft"}
         assert elem.INT16 in types["int16_activations"]
+        assert elem.UINT16 in types["uint16_activations"]
         assert elem.UINT8 in {t.data_type for t in model["uint8_activations"].graph.initializer}
+        contrib = [n for n in model["contrib_domain"].graph.node
+                   if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+        assert contrib and {n.domain for n in contrib} == {"com.microsoft"}
+        zero_points = [t for t in model["symmetric_activations"].graph.initializer
+                       if t.name.endswith("zero_point")]
+        assert zero_points and all(not onnx.numpy_helper.to_array(t).any() for t in zero_points)
+        per_tensor = model["uint8_weights_per_tensor"]
+        weights = [t for t in per_tensor.graph.initializer if t.data_type == elem.UINT8 and t.dims]
+        assert weights, "uint8 weights"
+        scales = [t for t in per_tensor.graph.initializer if t.name.endswith("_scale")]
+        assert scales and all(not t.dims for t in scales), "one scale per tensor"
 
 
 @pytest.mark.parametrize("device", ["host", "sim"])
