@@ -8,11 +8,35 @@ namespace {
 
 constexpr int64_t kOcGroup = 16;         // the direct conv weight oc group
 constexpr int64_t kDepthwiseGroup = 32;  // G, ROCKET_CONV_DW_GROUP's default
+constexpr int64_t kIcAtom = 32;          // the direct path zero-pads IC to a multiple of 32
+constexpr int64_t kCbufBank = 32768;     // NPU_CBUF_BANK_SIZE (npu_hw.h), bytes
+constexpr int64_t kFeatureBudget = 8 * kCbufBank;  // CONV_FEAT_BUDGET (rocket_conv.c)
+constexpr int64_t kHalfBytes = 2;
 
 Status check_depthwise(bool depthwise, int64_t channels, const char* op) {
   if (depthwise && channels % kDepthwiseGroup != 0) {
     return unsupported(str_cat("ROCKET_E_SHAPE: a depthwise ", op, " needs C % ", kDepthwiseGroup,
                                " (C = ", channels, ")"));
+  }
+  return Status::ok();
+}
+
+// rocket_conv2d_plan's CBUF fit. The library tiles over output channels, output space and
+// (depthwise) channels, so only the smallest tile must fit one pass: one kernel (KH x KW over IC
+// padded to 32, or over G channels depthwise) in one bank, and the dilated window of one output
+// pixel over those channels within the feature budget. Past either the plan returns -4, the number
+// of ROCKET_E_DEVICE. A transposed call is planned as its stride-1 forward lowering: the same
+// kernel, channels and dilation.
+template <typename Call>
+Status check_cbuf_fit(const Call& call, const char* op) {
+  const int64_t channels = call.depthwise ? kDepthwiseGroup : round_up(call.ic, kIcAtom);
+  const int64_t kernel = call.kh * call.kw * channels * kHalfBytes;
+  const int64_t window =
+      ((call.kh - 1) * call.dil_y + 1) * ((call.kw - 1) * call.dil_x + 1) * channels * kHalfBytes;
+  if (kernel > kCbufBank || window > kFeatureBudget) {
+    return unsupported(str_cat("ROCKET_E_DEVICE: ", op, "'s smallest tile does not fit the CBUF (",
+                               kernel, " kernel bytes of ", kCbufBank, ", ", window,
+                               " window bytes of ", kFeatureBudget, ")"));
   }
   return Status::ok();
 }
@@ -24,7 +48,8 @@ Status check_conv2d_shape(const Fp16Conv2d& call) {
     return unsupported(str_cat("ROCKET_E_SHAPE: conv2d needs OC % ", kOcGroup, " (OC = ", call.oc,
                                "); the caller pads the filters"));
   }
-  return check_depthwise(call.depthwise, call.ic, "conv2d");
+  NPUFLOW_RETURN_IF_ERROR(check_depthwise(call.depthwise, call.ic, "conv2d"));
+  return check_cbuf_fit(call, "conv2d");
 }
 
 Status check_conv_transpose2d_shape(const Fp16ConvTranspose2d& call) {
@@ -34,7 +59,8 @@ Status check_conv_transpose2d_shape(const Fp16ConvTranspose2d& call) {
                                call.dil_y * (call.kh - 1), ",", call.dil_x * (call.kw - 1),
                                " would crop the lowered input"));
   }
-  return check_depthwise(call.depthwise, call.ic, "conv_transpose2d");
+  NPUFLOW_RETURN_IF_ERROR(check_depthwise(call.depthwise, call.ic, "conv_transpose2d"));
+  return check_cbuf_fit(call, "conv_transpose2d");
 }
 
 ConvGemm conv2d_gemm(const Fp16Conv2d& call) {

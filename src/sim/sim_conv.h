@@ -11,9 +11,13 @@
 //   oracles, "fp32 accumulate, fp16 store" (rocket_conv2d_ref_fp16; the transposed one against
 //   the direct scatter reference). The simulator therefore computes exactly what the host
 //   reference (host/fp16_conv.h) computes, by calling it.
-// - Not modelled: the CBUF fit and tiling (the library tiles the direct path over OC and output
-//   space and depthwise over channels; a depthwise channel too large for one pass is refused
-//   there and accepted here), the fused activation and int8 entries.
+// - CBUF fit (rocket_conv2d_plan): the library tiles the direct path over OC and output space and
+//   depthwise over channels and space, so it refuses only a call whose smallest tile overflows:
+//   one kernel beyond a 32 KB bank (KH x KW x IC, IC padded to 32; KH x KW x 32 depthwise) or
+//   one output pixel's dilated window beyond the 8-bank feature budget. Its plan returns -4
+//   (ROCKET_E_DEVICE's number) there; so does the simulator.
+// - Not modelled: the tiles themselves (a call is priced as one GEMM), the fused activation and
+//   int8 entries.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +27,9 @@
 
 namespace npuflow::sim {
 
-// kUnsupported with the library's code (ROCKET_E_SHAPE / ROCKET_E_TILING) for a call (already
-// checked by check_conv2d_call / check_conv_transpose2d_call) outside the library's contract.
+// kUnsupported with the library's code (ROCKET_E_SHAPE / ROCKET_E_TILING / ROCKET_E_DEVICE) for a
+// call (already checked by check_conv2d_call / check_conv_transpose2d_call) outside the library's
+// contract.
 Status check_conv2d_shape(const Fp16Conv2d& call);
 Status check_conv_transpose2d_shape(const Fp16ConvTranspose2d& call);
 

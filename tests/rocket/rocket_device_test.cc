@@ -352,6 +352,34 @@ TEST(RocketDevice, InjectedSubmitFailuresAreDeviceFailures) {
   EXPECT_EQ(codes, want);
 }
 
+// A convolution whose smallest tile overflows the CBUF (one 3x3 kernel over 1800 channels, padded
+// to 1824: 32.8 KB against a 32 KiB bank) is the library's -4 from its plan: a device failure the
+// caller reruns on the host, with the library's reason. 1792 channels fit.
+TEST(RocketDevice, AConvolutionBeyondTheCbufIsTheLibrarysDeviceFailure) {
+  auto device = rocket_on_sim();
+  ASSERT_NE(device, nullptr);
+  for (const int64_t ic : {int64_t{1792}, int64_t{1800}}) {
+    const auto input = random_halves(static_cast<size_t>(ic * 3 * 3), 10);
+    const auto weight = random_halves(static_cast<size_t>(16 * ic * 9), 11);
+    std::vector<uint16_t> out(16);
+    Fp16Conv2d call{.ic = ic, .ih = 3, .iw = 3, .oc = 16, .kh = 3, .kw = 3};
+    call.input = input.data();
+    call.weight = weight.data();
+    call.out = out.data();
+    const Status status = device->conv2d_fp16(call, {});
+    if (ic == 1792) {
+      EXPECT_TRUE(status.is_ok()) << status.to_string();
+      continue;
+    }
+    EXPECT_EQ(status.code(), StatusCode::kDeviceFailure);
+    EXPECT_NE(status.message().find("ROCKET_E_DEVICE from rocket_conv2d_fp16_ctx"),
+              std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("does not fit the CBUF"), std::string::npos)
+        << status.message();
+  }
+}
+
 TEST(RocketDevice, ConcurrentCallersShareOneContextSafely) {
   // librocketnpu contexts are not thread-safe; the sim library fails a call that overlaps
   // another on its context, so any overlap the adapter let through shows here.

@@ -90,6 +90,66 @@ TEST(SimConv, RefusesOutsideTheLibrarysContract) {
   EXPECT_EQ(p.conv_calls, 1);
 }
 
+// rocket_conv2d_plan's CBUF fit: the smallest tile's kernel within one 32 KiB bank (IC padded to
+// 32; 32 channels depthwise) and one output pixel's dilated window within 8 banks. Each pair below
+// sits on either side of a bound.
+TEST(SimConv, RefusesWhatTheSmallestTileCannotFitAsTheLibrarysPlanDoes) {
+  sim::SimDevice sim;
+  const auto fits = [&](Fp16Conv2d call) {
+    std::vector<uint16_t> input(static_cast<size_t>(call.ic * call.ih * call.iw), 0);
+    std::vector<uint16_t> weight(
+        static_cast<size_t>(call.oc * (call.depthwise ? 1 : call.ic) * call.kh * call.kw), 0);
+    std::vector<uint16_t> out(
+        static_cast<size_t>(call.oc * conv2d_output_height(call) * conv2d_output_width(call)));
+    call.input = input.data();
+    call.weight = weight.data();
+    call.out = out.data();
+    const Status status = sim.conv2d_fp16(call, {});
+    if (!status.is_ok()) {
+      EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+      EXPECT_EQ(status.message().rfind("ROCKET_E_DEVICE", 0), 0u) << status.to_string();
+    }
+    return status.is_ok();
+  };
+  // 3x3 over IC padded to 32: 9 x 1792 x 2 bytes fit a bank, 9 x 1824 x 2 do not (1800 pads up).
+  Fp16Conv2d direct{.ic = 1792, .ih = 3, .iw = 3, .oc = 16, .kh = 3, .kw = 3};
+  EXPECT_TRUE(fits(direct));
+  direct.ic = 1800;
+  EXPECT_FALSE(fits(direct));
+  // A 7x7 kernel over 512 channels (50 KB) does not; over 320 it does.
+  Fp16Conv2d wide{.ic = 512, .ih = 7, .iw = 7, .oc = 16, .kh = 7, .kw = 7};
+  EXPECT_FALSE(fits(wide));
+  wide.ic = 320;
+  EXPECT_TRUE(fits(wide));
+  // Dilation grows the window, not the kernel: 63 x 63 x 32 x 2 bytes fit 8 banks, 65 x 65 not.
+  Fp16Conv2d dilated{.ic = 32, .ih = 2, .iw = 2, .oc = 16, .kh = 3, .kw = 3};
+  dilated.dil_y = dilated.dil_x = 31;
+  dilated.pad_top = dilated.pad_left = 31;
+  EXPECT_TRUE(fits(dilated));
+  dilated.dil_y = dilated.dil_x = 32;
+  dilated.pad_top = dilated.pad_left = 32;
+  EXPECT_FALSE(fits(dilated));
+  // Depthwise: a 32-channel group's kernel, 16 x 32 taps fit a bank, 17 x 31 do not, whatever C.
+  Fp16Conv2d depthwise{.ic = 64, .ih = 32, .iw = 32, .oc = 64, .kh = 16, .kw = 32};
+  depthwise.depthwise = true;
+  EXPECT_TRUE(fits(depthwise));
+  depthwise.kh = 17;
+  depthwise.kw = 31;
+  EXPECT_FALSE(fits(depthwise));
+
+  // A transposed call is planned as its stride-1 lowering: the same kernel bound.
+  std::vector<uint16_t> input(1800 * 2 * 2), weight(1800 * 16 * 9), out(16 * 5 * 5);
+  Fp16ConvTranspose2d transposed{.ic = 1800, .ih = 2, .iw = 2, .oc = 16, .kh = 3, .kw = 3};
+  transposed.stride_y = transposed.stride_x = 2;
+  transposed.input = input.data();
+  transposed.weight = weight.data();
+  transposed.out = out.data();
+  const Status overflow = sim.conv_transpose2d_fp16(transposed, {});
+  EXPECT_EQ(overflow.message().rfind("ROCKET_E_DEVICE", 0), 0u) << overflow.to_string();
+  transposed.ic = 1792;
+  EXPECT_TRUE(sim.conv_transpose2d_fp16(transposed, {}).is_ok());
+}
+
 TEST(SimConv, InjectedFailureLeavesGarbageAndSaysSo) {
   sim::SimOptions options;
   options.fail_every = 1;

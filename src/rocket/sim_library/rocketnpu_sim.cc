@@ -149,6 +149,7 @@ int code_of(const Status& status) {
   const std::string& message = status.message();
   if (message.rfind("ROCKET_E_TILING", 0) == 0) return ROCKET_E_TILING;
   if (message.rfind("ROCKET_E_UNSUPPORTED", 0) == 0) return ROCKET_E_UNSUPPORTED;
+  if (message.rfind("ROCKET_E_DEVICE", 0) == 0) return ROCKET_E_DEVICE;
   switch (status.code()) {
     case StatusCode::kResourceExhausted:
       return ROCKET_E_NOMEM;
