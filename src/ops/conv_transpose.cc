@@ -54,7 +54,7 @@ ConvTranspose2d::ConvTranspose2d(std::string name, const ConvTransposeSpec& spec
 
 Result<std::unique_ptr<ConvTranspose2d>> ConvTranspose2d::create(
     std::string name, const ConvTransposeSpec& spec, const float* weight, const float* bias,
-    std::shared_ptr<Device> device, Logger logger) {
+    std::shared_ptr<Device> device, Logger logger, std::shared_ptr<Device> host) {
   NPUFLOW_RETURN_IF_ERROR(check_conv_transpose_spec(spec));
   if (weight == nullptr || !device)
     return invalid_argument("ConvTranspose needs a weight and a device");
@@ -65,8 +65,8 @@ Result<std::unique_ptr<ConvTranspose2d>> ConvTranspose2d::create(
   op->bias_.assign(static_cast<size_t>(spec.oc), 0.0f);
   if (bias) std::copy(bias, bias + spec.oc, op->bias_.begin());
   op->on_host_ = op->device_->name() == "host";
+  op->host_ = op->on_host_ ? op->device_ : std::move(host);  // null: built on first host use
   if (op->on_host_) {
-    op->host_ = op->device_;
     NPUFLOW_RETURN_IF_ERROR(op->ensure_host_weight());
     return op;
   }

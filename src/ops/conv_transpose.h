@@ -54,12 +54,12 @@ bool conv_transpose_runs_as_gemm(const ConvTransposeSpec& spec);
 
 class ConvTranspose2d {
  public:
-  // weight: [ic][oc][kh][kw]; bias: [oc] or null.
-  static Result<std::unique_ptr<ConvTranspose2d>> create(std::string name,
-                                                         const ConvTransposeSpec& spec,
-                                                         const float* weight, const float* bias,
-                                                         std::shared_ptr<Device> device,
-                                                         Logger logger);
+  // weight: [ic][oc][kh][kw]; bias: [oc] or null. host: the session's host reference, which runs
+  // the calls the device refuses or fails in fp32 (route/device_selection.h); null builds one with
+  // default options on first use.
+  static Result<std::unique_ptr<ConvTranspose2d>> create(
+      std::string name, const ConvTransposeSpec& spec, const float* weight, const float* bias,
+      std::shared_ptr<Device> device, Logger logger, std::shared_ptr<Device> host = nullptr);
 
   const ConvTransposeSpec& spec() const { return spec_; }
   // [batch, oc, oh, ow] for an input [batch, ic, ih, iw]; an error for any other shape or an

@@ -86,12 +86,13 @@ struct VitEncoder::Scratch {
 
 Result<std::unique_ptr<VitEncoder>> VitEncoder::create(std::string name, const VitEncoderSpec& spec,
                                                        std::shared_ptr<Device> device,
-                                                       Logger logger) {
+                                                       Logger logger,
+                                                       std::shared_ptr<Device> host) {
   std::unique_ptr<VitEncoder> plan(new VitEncoder);
   plan->name_ = std::move(name);
   plan->device_ = std::move(device);
   if (plan->device_->float_compute_type() == ElementType::kFloat16) {
-    plan->host_ = std::make_shared<HostDevice>(DeviceOptions{});
+    plan->host_ = host ? std::move(host) : std::make_shared<HostDevice>(DeviceOptions{});
   }
   plan->logger_ = std::move(logger);
   plan->hidden_ = spec.hidden;

@@ -156,8 +156,12 @@ struct FloatInput {
 
 class VitEncoder {
  public:
+  // host: the session's host reference, on which the projections and attention a device that
+  // computes fp16 refuses or fails rerun in fp32 (route/device_selection.h); null builds one with
+  // default options. Unused when `device` computes fp32.
   static Result<std::unique_ptr<VitEncoder>> create(std::string name, const VitEncoderSpec& spec,
-                                                    std::shared_ptr<Device> device, Logger logger);
+                                                    std::shared_ptr<Device> device, Logger logger,
+                                                    std::shared_ptr<Device> host = nullptr);
 
   // `main` is the pixels [B,C,H,W] (from_pixels) or the stream [B,T,D]; `side` the runtime inputs
   // by their index. Returns the output shape every exit has: [B, T, D].

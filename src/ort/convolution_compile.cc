@@ -1,6 +1,8 @@
 // Compiling a claimed Conv or ConvTranspose: its weight and bias read from the fused subgraph's
 // constants, its input found among the fused node's inputs by name, the kernel built on the
 // device (and on the host as the verifier's reference).
+#include <type_traits>
+
 #include "core/strings.h"
 #include "ort/convolution_node_compute.h"
 #include "ort/ep_totals.h"
@@ -47,7 +49,14 @@ Status NpuflowEp::compile_convolution(const GraphView& view, const ClaimT& claim
   NPUFLOW_ORT_CHECK(api().ort->Node_GetName(fused_node, &fused_name));
   const std::string name = fused_name ? fused_name : claim.output;
   const auto& s = claim.spec;
-  auto kernel = Kernel::create(name, s, weight.value(), bias, device_, logger_);
+  auto kernel = [&] {
+    // A Conv's fp32 path is oneDNN's convolution primitive, not a GEMM on a host device.
+    if constexpr (std::is_same_v<Kernel, ConvTranspose2d>) {
+      return Kernel::create(name, s, weight.value(), bias, device_, logger_, host_);
+    } else {
+      return Kernel::create(name, s, weight.value(), bias, device_, logger_);
+    }
+  }();
   if (!kernel.is_ok()) return kernel.status();
   std::shared_ptr<const Kernel> shared = std::move(kernel).value();
   logger_.verbose(str_cat("compiled ", name, ": ", what, " ", s.ic, "->", s.oc, " ", s.kh, "x",

@@ -261,7 +261,8 @@ Status NpuflowEp::compile_encoder(const GraphView& view, const VisionEncoderClai
   }
   const char* fused_name = nullptr;
   NPUFLOW_ORT_CHECK(ort.Node_GetName(fused_node, &fused_name));
-  auto plan = VitEncoder::create(fused_name ? fused_name : claim.family, spec, device_, logger_);
+  auto plan =
+      VitEncoder::create(fused_name ? fused_name : claim.family, spec, device_, logger_, host_);
   if (!plan.is_ok()) return plan.status();
   std::shared_ptr<const VitEncoder> shared = std::move(plan).value();
   logger_.verbose(str_cat("compiled vision encoder ", shared->name(), ": ", claim.family, ", ",

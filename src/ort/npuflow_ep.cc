@@ -19,7 +19,6 @@
 #include "graph/qdq_matcher.h"
 #include "graph/quantized_encoders.h"
 #include "graph/quantized_view.h"
-#include "host/host_device.h"
 #include "ort/ep_totals.h"
 #include "ort/fused_node_compute.h"
 #include "ort/ort_graph_view.h"
@@ -84,31 +83,32 @@ Result<std::unique_ptr<NpuflowEp>> NpuflowEp::create(const OrtSessionOptions* se
   auto device = create_device(config);
   if (!device.is_ok()) return device.status();
   std::shared_ptr<Device> shared_device = std::move(device.value().device);
-  // The host is the reference itself: verifying it against itself would prove nothing.
-  std::shared_ptr<Device> reference;
-  if (knobs.value().flag("verify") && shared_device->name() != "host") {
-    reference = std::make_shared<HostDevice>(config.options);
-  }
+  // The host is the reference itself: verifying it against itself would prove nothing, and it
+  // comes with no host beside it.
+  std::shared_ptr<Device> host = std::move(device.value().host);
+  const bool verify = knobs.value().flag("verify") && host != nullptr;
   logger.info(str_cat(
       "session created on ", shared_device->description(), " (", device.value().reason,
       "), min_rows=", integer_min_rows(shared_device->name(), knobs.value().integer("min_rows")),
       ", qdq=", knobs.value().text("qdq"), ", verify=",
-      reference                      ? "1 (against the host)"
+      verify                         ? "1 (against the host)"
       : knobs.value().flag("verify") ? "1 (nothing to check on the host)"
                                      : "0"));
-  auto ep = std::unique_ptr<NpuflowEp>(new NpuflowEp(
-      std::move(knobs).value(), std::move(logger), std::move(shared_device), std::move(reference)));
+  auto ep =
+      std::unique_ptr<NpuflowEp>(new NpuflowEp(std::move(knobs).value(), std::move(logger),
+                                               std::move(shared_device), std::move(host), verify));
   ep->intra_op_spinning_ = intra_op_spinning(session_options);
   return ep;
 }
 
 NpuflowEp::NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device,
-                     std::shared_ptr<Device> reference_device)
+                     std::shared_ptr<Device> host, bool verify)
     : OrtEp{},
       knobs_(std::move(knobs)),
       logger_(std::move(logger)),
       device_(std::move(device)),
-      reference_device_(std::move(reference_device)),
+      host_(std::move(host)),
+      reference_device_(verify ? host_ : nullptr),
       totals_(new Totals) {
   ort_version_supported = api().version;
   GetName = GetNameImpl;

@@ -31,7 +31,7 @@ class NpuflowEp : public OrtEp {
 
  private:
   NpuflowEp(Knobs knobs, Logger logger, std::shared_ptr<Device> device,
-            std::shared_ptr<Device> reference_device);
+            std::shared_ptr<Device> host, bool verify);
 
   Status get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* support);
   Status compile_one(const OrtGraph* graph, const OrtNode* fused_node, OrtNodeComputeInfo** out);
@@ -70,7 +70,8 @@ class NpuflowEp : public OrtEp {
   Knobs knobs_;
   Logger logger_;
   std::shared_ptr<Device> device_;
-  std::shared_ptr<Device> reference_device_;  // the host, when `verify` checks another device
+  std::shared_ptr<Device> host_;  // the session's host reference beside another device, else null
+  std::shared_ptr<Device> reference_device_;  // host_, when `verify` checks the device
   std::mutex mutex_;
   std::map<std::string, QdqMatMulClaim> claims_by_output_;  // GetCapability -> Compile
   std::map<std::string, IntegerMatMulClaim> integer_claims_by_output_;

@@ -73,7 +73,9 @@ BoardProbe probe_board() {
   return probe;
 }
 
-Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe* probe) {
+namespace {
+
+Result<DeviceChoice> choose_device(const DeviceConfig& config, const BoardProbe* probe) {
   DeviceChoice choice;
   if (config.name == "host") {
     choice.device = std::make_unique<HostDevice>(config.options);
@@ -137,6 +139,16 @@ Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe*
     choice.reason = str_cat("device=auto chose host: ", found.summary());
   }
   choice.device = std::make_unique<HostDevice>(config.options);
+  return choice;
+}
+
+}  // namespace
+
+Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe* probe) {
+  auto choice = choose_device(config, probe);
+  if (choice.is_ok() && choice.value().device->name() != "host") {
+    choice.value().host = std::make_shared<HostDevice>(config.options);
+  }
   return choice;
 }
 

@@ -48,10 +48,15 @@ BoardProbe probe_board();
 
 struct DeviceChoice {
   std::unique_ptr<Device> device;
+  // The exact host device beside a device that is not the host (null when `device` is the host):
+  // one per session, built from the same device options, on which every kernel reruns the calls
+  // the device refuses or fails and against which `verify` checks it.
+  std::shared_ptr<Device> host;
   std::string reason;  // why this device, for the session log
 };
 
-// probe: the board probe to use (tests inject one); null probes this machine.
+// probe: the board probe to use (tests inject one); null probes this machine. The choice comes
+// with its host reference.
 Result<DeviceChoice> create_device(const DeviceConfig& config, const BoardProbe* probe = nullptr);
 
 }  // namespace npuflow

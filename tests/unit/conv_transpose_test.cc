@@ -10,6 +10,7 @@
 #include <random>
 
 #include "convolution_test_support.h"
+#include "counting_host_device.h"
 #include "encoder_test_graph.h"
 #include "graph/conv_transpose_matcher.h"
 #include "host/host_device.h"
@@ -113,6 +114,21 @@ TEST(ConvTranspose2d, AFailedDeviceCallRerunsOnTheHostPath) {
   EXPECT_EQ(run(*failing, c), run(*host, c));  // the same fp32 path, bit for bit
   EXPECT_EQ(failing->counters().fallback_calls, c.batch);
   EXPECT_EQ(failing->counters().device_calls, 0);
+}
+
+// The calls a device fails rerun on the host reference the session hands in, not on one of the
+// kernel's own.
+TEST(ConvTranspose2d, TheFallbackRunsOnTheSessionsHostReference) {
+  const Case c = random_case(77);
+  sim::SimOptions options;
+  options.fail_every = 1;
+  auto reference = std::make_shared<device_test::CountingHostDevice>();
+  auto failing = convolution_test::make<ConvTranspose2d>(
+      c, std::make_shared<sim::SimDevice>(options), reference);
+  auto host = make(c, std::make_shared<HostDevice>(DeviceOptions{}));
+  EXPECT_EQ(run(*failing, c), run(*host, c));
+  EXPECT_EQ(failing->counters().fallback_calls, c.batch);
+  EXPECT_EQ(reference->float_gemms.load(), c.batch);
 }
 
 TEST(ConvTranspose2d, AWeightTheDeviceCannotHoldRunsOnTheHostPath) {

@@ -77,4 +77,14 @@ std::unique_ptr<Op> make(const Case<Spec>& c, std::shared_ptr<Device> device) {
   return std::move(op).value();
 }
 
+// The same with the session's host reference handed in.
+template <typename Op, typename Spec>
+std::unique_ptr<Op> make(const Case<Spec>& c, std::shared_ptr<Device> device,
+                         std::shared_ptr<Device> host) {
+  auto op = Op::create("op", c.spec, c.w.data(), c.b.data(), std::move(device), Logger{},
+                       std::move(host));
+  EXPECT_TRUE(op.is_ok()) << op.status().message();
+  return std::move(op).value();
+}
+
 }  // namespace npuflow::convolution_test

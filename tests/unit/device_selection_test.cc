@@ -7,6 +7,7 @@
 #include <map>
 
 #include "device/device_module.h"
+#include "host/host_device.h"
 
 namespace npuflow {
 namespace {
@@ -26,6 +27,7 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   auto host = create_device(device_config_from(knobs_with({{"NPUFLOW_DEVICE", "host"}})));
   ASSERT_TRUE(host.is_ok());
   EXPECT_EQ(host.value().device->name(), "host");
+  EXPECT_EQ(host.value().host, nullptr);  // the host is its own reference
   const std::map<std::string, std::string> sim_knobs = {{"NPUFLOW_DEVICE", "sim"},
                                                         {"NPUFLOW_SIM_WORKERS", "3"},
                                                         {"NPUFLOW_SIM_KACC", "host"},
@@ -36,6 +38,8 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   auto sim = create_device(device_config_from(knobs_with(direct_knobs)));
   ASSERT_TRUE(sim.is_ok());
   EXPECT_EQ(sim.value().device->name(), "sim");
+  ASSERT_NE(sim.value().host, nullptr);
+  EXPECT_EQ(sim.value().host->name(), "host");
   const auto& options = dynamic_cast<const sim::SimDevice&>(*sim.value().device).options();
   EXPECT_EQ(options.workers, 3);
   EXPECT_EQ(options.kacc, sim::KAccMode::kHost);
@@ -48,6 +52,7 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   ASSERT_TRUE(via.is_ok());
   Device& device = *via.value().device;
   EXPECT_EQ(device.name(), "sim");
+  ASSERT_NE(via.value().host, nullptr);
   EXPECT_EQ(device.row_multiple(ElementType::kInt8), 4);
   const std::string& reason = via.value().reason;
   if (reason.find("the rocket device module on") != std::string::npos) {
@@ -58,6 +63,26 @@ TEST(DeviceSelection, HostAndSimAreCreatedByName) {
   } else {
     EXPECT_NE(reason.find("called directly (cannot load device module"), std::string::npos)
         << reason;
+  }
+}
+
+// The host reference beside a device is built from the session's device options: with float_int8
+// its int8 GEMMs take the float32 path, as the host device itself would.
+TEST(DeviceSelection, TheHostReferenceTakesTheSessionsDeviceOptions) {
+  DeviceConfig config;
+  config.name = "sim";
+  config.sim_via = "direct";
+  for (const bool float_int8 : {false, true}) {
+    config.options.float_int8 = float_int8;
+    auto chosen = create_device(config);
+    ASSERT_TRUE(chosen.is_ok());
+    const auto* host = dynamic_cast<const HostDevice*>(chosen.value().host.get());
+    ASSERT_NE(host, nullptr);
+    const std::vector<int8_t> weight(64 * 32, 1);
+    auto packed = chosen.value().host->pack_int8_weight(weight.data(), 64, 32);
+    ASSERT_TRUE(packed.is_ok());
+    EXPECT_EQ(host->int8_kernel(ElementType::kInt8, *packed.value()) == "float32 chunks",
+              float_int8);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/strings.h"
+#include "counting_host_device.h"
 #include "host/host_device.h"
 #include "sim/sim_device.h"
 
@@ -89,6 +90,7 @@ VitEncoderSpec stream_spec(int64_t hidden, int64_t heads) {
 struct CheckOptions {
   float scale_over_nominal = 1.0f;  // the attention scale in units of 1/sqrt(head_dim)
   std::shared_ptr<Device> device;   // host when null
+  std::shared_ptr<Device> host;     // the host reference handed to create()
   double min_cosine = 0.999999;
   double abs_tolerance = 1e-3;
   std::vector<std::string>* warnings = nullptr;
@@ -138,7 +140,7 @@ void check(bool pre_norm, EncoderActivation activation, int64_t tokens, bool lay
   Logger logger(LogLevel::kWarning, [&](LogLevel, const std::string& message) {
     if (options.warnings) options.warnings->push_back(message);
   });
-  auto plan = VitEncoder::create("test", spec, device, logger);
+  auto plan = VitEncoder::create("test", spec, device, logger, options.host);
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   std::vector<float> out(static_cast<size_t>(tokens * d), -7.0f);
   ASSERT_TRUE(plan.value()->run({x.data.data(), x.shape}, {}, {out.data()}, ExecContext{}).is_ok());
@@ -325,6 +327,18 @@ TEST(VitEncoder, RefusedDeviceAttentionFallsBackWithOneWarning) {
       << warnings.front();
   EXPECT_EQ(sim->profile().attention_calls, 0);
   EXPECT_GE(sim->profile().refused, 1);
+}
+
+// Every projection the device fails reruns on the host reference the session hands in.
+TEST(VitEncoder, FailedProjectionsRerunOnTheSessionsHostReference) {
+  sim::SimOptions failing;
+  failing.fail_every = 1;
+  auto reference = std::make_shared<device_test::CountingHostDevice>();
+  CheckOptions options;
+  options.device = std::make_shared<sim::SimDevice>(failing);
+  options.host = reference;
+  check(true, EncoderActivation::kGeluErf, 24, false, options);
+  EXPECT_EQ(reference->float_gemms.load(), 4);  // qkv, output, fc1, fc2 of the one layer
 }
 
 // A windowed encoder's global block: with attention_group g the layer attends over g consecutive
