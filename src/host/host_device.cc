@@ -13,11 +13,11 @@
 
 #include "core/fp16.h"
 #include "core/strings.h"
+#include "device/int8_gemm_loop.h"
 #include "host/float_exact_int8.h"
 #include "host/fp16_attention.h"
 #include "host/fp16_conv.h"
 #include "host/groupwise_gemm.h"
-#include "host/int8_gemm_loop.h"
 #include "host/onednn_weight.h"
 #include "host/scoped_omp_threads.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/scratch.h"
 #include "core/strings.h"
-#include "host/int8_gemm_loop.h"
+#include "device/int8_gemm_loop.h"
 #include "ops/device_rows.h"
 #include "quant/dynamic_quantize.h"
 #include "quant/symmetric_quantization.h"

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/fp16.h"
-#include "host/int8_gemm_loop.h"
+#include "device/int8_gemm_loop.h"
 
 namespace npuflow {
 namespace {

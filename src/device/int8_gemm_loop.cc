@@ -1,4 +1,4 @@
-#include "host/int8_gemm_loop.h"
+#include "device/int8_gemm_loop.h"
 
 #include <algorithm>
 
