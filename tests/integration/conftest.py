@@ -2,9 +2,12 @@
 helpers to build CPU-EP and npuflow sessions over the same model."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import zlib
 from collections import defaultdict
 from pathlib import Path
@@ -54,6 +57,29 @@ def pytest_collection_modifyitems(config, items):
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+CACHE = Path(os.environ.get("NPUFLOW_CACHE", Path.home() / ".cache" / "npuflow"))
+
+
+def generated_once(name: str, sources: list[Path], build):
+    """The models a module generates (quantize_static over the fixtures takes tens of seconds),
+    made once per content and reused by later runs, the sanitizer run of the same `make test` and
+    later CI clones among them. The folder, under the cache, is keyed by the onnx and onnxruntime
+    versions and the bytes of `sources` (the files that generate them and the models they read),
+    so any change there makes a new one. build(folder, write) returns the fixture's value and,
+    with write, writes the models too; a folder appears whole (written aside, then renamed)."""
+    digest = hashlib.sha256(f"{onnx.__version__} {ort.__version__}".encode())
+    for source in sources:
+        digest.update(Path(source).read_bytes())
+    folder = CACHE / "test-models" / f"{name}-{digest.hexdigest()[:16]}"
+    if not folder.exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        build(staging, True)
+        try:
+            staging.rename(folder)
+        except OSError:  # another run got there first, with the same content
+            shutil.rmtree(staging, ignore_errors=True)
+    return build(folder, False)
 
 BUILD_DIR = Path(os.environ.get("NPUFLOW_BUILD_DIR", ROOT / "build"))
 EP_LIBRARY = BUILD_DIR / "lib" / "libonnxruntime_npuflow.so"

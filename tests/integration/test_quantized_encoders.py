@@ -22,6 +22,7 @@ Every case at the three optimization levels; ViT, CLIP and the two MiniLM forms 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -31,7 +32,7 @@ from onnx import numpy_helper, version_converter
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_static)
 
-from conftest import ROOT
+from conftest import ROOT, generated_once
 from gates import agreement, assert_every_call_on_the_device, assert_matches, ended_session_profile
 from text_fixtures import tokenized
 from vision_fixtures import FIXTURES, pixels, vision_claims, vision_refusals
@@ -142,17 +143,23 @@ def float_reading(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 @pytest.fixture(scope="module")
-def quantized(tmp_path_factory):
-    return build_quantized(tmp_path_factory.mktemp("quantized"))
+def quantized():
+    here = Path(__file__).parent
+    sources = [Path(__file__), here / "vision_fixtures.py", here / "text_fixtures.py",
+               TEXT_MODELS / f"{MINILM}.onnx", TEXT_MODELS / f"{MINILM}-tokenizer.json",
+               *(FIXTURES / f"{source}.onnx" for source, _ in CASES.values() if source != MINILM)]
+    return generated_once("quantized-encoders", sources, build_quantized)
 
 
-def build_quantized(folder) -> dict:
-    """(fp32 path, QDQ path, feeds) per (case, per_channel), written under folder."""
+def build_quantized(folder, write: bool = True) -> dict:
+    """(fp32 path, QDQ path, feeds) per (case, per_channel) under folder, written there unless
+    `write` is false (the models are already there)."""
     built = {}
     for case, (source, op_types) in CASES.items():
         if source == MINILM:
             fp32 = folder / f"{case}.onnx"
-            onnx.save(minilm_opset17(), str(fp32))
+            if write:
+                onnx.save(minilm_opset17(), str(fp32))
             calibration = [tokens(CALIBRATION) for _ in range(2)]
             feeds = tokens(SENTENCES)
         else:
@@ -163,10 +170,11 @@ def build_quantized(folder) -> dict:
             feeds = pixels(fp32, seed=3)
         for per_channel in (True, False):
             qdq = folder / f"{case}-{'channel' if per_channel else 'tensor'}.qdq.onnx"
-            quantize_static(str(fp32), str(qdq), Batches(calibration),
-                            quant_format=QuantFormat.QDQ, per_channel=per_channel,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                            op_types_to_quantize=op_types)
+            if write:
+                quantize_static(str(fp32), str(qdq), Batches(calibration),
+                                quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                                op_types_to_quantize=op_types)
             built[case, per_channel] = (str(fp32), str(qdq), feeds)
     return built
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -30,10 +31,11 @@ from onnx import version_converter
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-from conftest import ROOT
+from conftest import ROOT, generated_once
 from gates import agreement, assert_matches
-from test_quantized_encoders import (CALIBRATION, SENTENCES, Batches, cpu_run, float_reading,
-                                     minilm_opset17, qdq_claims, real_tokens, tokens)
+from test_quantized_encoders import (CALIBRATION, MINILM, SENTENCES, TEXT_MODELS, Batches, cpu_run,
+                                     float_reading, minilm_opset17, qdq_claims, real_tokens,
+                                     tokens)
 from vision_fixtures import FIXTURES, pixels, vision_claims, vision_refusals
 
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
@@ -73,10 +75,14 @@ def source_model(model: str) -> tuple[onnx.ModelProto, list, dict]:
     return onnx.load(str(path)), calibration, pixels(path, seed=3)
 
 
+def form_path(folder, name: str, form: str) -> str:
+    return str(folder / f"{name}-{form}.onnx")
+
+
 def quantize(form: str, model: onnx.ModelProto, fp32: str, calibration, folder,
              name: str) -> str:
     """Writes model (saved at fp32) quantized in form under folder; returns its path."""
-    out = str(folder / f"{name}-{form}.onnx")
+    out = form_path(folder, name, form)
     if isinstance(blocks := FORMS[form], Blocks):
         quantizer = MatMulNBitsQuantizer(version_converter.convert_version(model, 21),
                                          block_size=blocks.size, is_symmetric=blocks.symmetric,
@@ -92,19 +98,27 @@ def quantize(form: str, model: onnx.ModelProto, fp32: str, calibration, folder,
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return build_forms(tmp_path_factory.mktemp("forms"))
+def built():
+    here = Path(__file__).parent
+    sources = [Path(__file__), here / "test_quantized_encoders.py", here / "vision_fixtures.py",
+               here / "text_fixtures.py", FIXTURES / "vit_encoder_torchscript.onnx",
+               TEXT_MODELS / f"{MINILM}.onnx", TEXT_MODELS / f"{MINILM}-tokenizer.json"]
+    return generated_once("quantized-forms", sources, build_forms)
 
 
-def build_forms(folder) -> dict:
-    """(fp32 path, quantized path, feeds) per (model, form), written under folder."""
+def build_forms(folder, write: bool = True) -> dict:
+    """(fp32 path, quantized path, feeds) per (model, form) under folder, written there unless
+    `write` is false (the models are already there)."""
     out = {}
     for name in MODELS:
         model, calibration, feeds = source_model(name)
         fp32 = str(folder / f"{name}.onnx")
-        onnx.save(model, fp32)
+        if write:
+            onnx.save(model, fp32)
         for form in FORMS:
-            out[name, form] = (fp32, quantize(form, model, fp32, calibration, folder, name), feeds)
+            quantized = (quantize(form, model, fp32, calibration, folder, name) if write
+                         else form_path(folder, name, form))
+            out[name, form] = (fp32, quantized, feeds)
     return out
 
 
