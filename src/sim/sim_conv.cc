@@ -9,8 +9,7 @@ namespace {
 constexpr int64_t kOcGroup = 16;         // the direct conv weight oc group
 constexpr int64_t kDepthwiseGroup = 32;  // G, ROCKET_CONV_DW_GROUP's default
 constexpr int64_t kIcAtom = 32;          // the direct path zero-pads IC to a multiple of 32
-constexpr int64_t kCbufBank = 32768;     // NPU_CBUF_BANK_SIZE (npu_hw.h), bytes
-constexpr int64_t kFeatureBudget = 8 * kCbufBank;  // CONV_FEAT_BUDGET (rocket_conv.c)
+constexpr int64_t kFeatureBudget = 8 * kCbufBankBytes;  // CONV_FEAT_BUDGET (rocket_conv.c)
 constexpr int64_t kHalfBytes = 2;
 
 Status check_depthwise(bool depthwise, int64_t channels, const char* op) {
@@ -33,9 +32,9 @@ Status check_cbuf_fit(const Call& call, const char* op) {
   const int64_t kernel = call.kh * call.kw * channels * kHalfBytes;
   const int64_t window =
       ((call.kh - 1) * call.dil_y + 1) * ((call.kw - 1) * call.dil_x + 1) * channels * kHalfBytes;
-  if (kernel > kCbufBank || window > kFeatureBudget) {
+  if (kernel > kCbufBankBytes || window > kFeatureBudget) {
     return unsupported(str_cat("ROCKET_E_DEVICE: ", op, "'s smallest tile does not fit the CBUF (",
-                               kernel, " kernel bytes of ", kCbufBank, ", ", window,
+                               kernel, " kernel bytes of ", kCbufBankBytes, ", ", window,
                                " window bytes of ", kFeatureBudget, ")"));
   }
   return Status::ok();

@@ -297,6 +297,9 @@ def assert_requantized_steps_agree(sessions, qdq: str, feeds, level: str, option
     lsb = {n: int(np.abs(want[n].astype(np.int32) - got[n].astype(np.int32)).max()) for n in names}
     ancestors = requantized_ancestors(onnx.load(exposed))
     checked = [n for n in names if not any(lsb[a] for a in ancestors[n])]
+    print(f"{Path(qdq).name} at {level}: {len(checked)} of {len(names)} requantized tensors "
+          f"checked, largest difference {max(lsb[n] for n in checked) if checked else '-'} LSB "
+          f"(exempt: {max([lsb[n] for n in names if n not in checked], default='-')})")
     assert checked and all(lsb[n] <= 1 for n in checked), {n: lsb[n] for n in checked if lsb[n] > 1}
     return records, len(checked), want[order[0]], got[order[0]]
 

@@ -70,19 +70,11 @@ std::vector<float> run(const Op& op, const Case<Spec>& c) {
   return y;
 }
 
-template <typename Op, typename Spec>
-std::unique_ptr<Op> make(const Case<Spec>& c, std::shared_ptr<Device> device) {
-  auto op = Op::create("op", c.spec, c.w.data(), c.b.data(), std::move(device), Logger{});
-  EXPECT_TRUE(op.is_ok()) << op.status().message();
-  return std::move(op).value();
-}
-
-// The same with the session's host reference handed in.
-template <typename Op, typename Spec>
-std::unique_ptr<Op> make(const Case<Spec>& c, std::shared_ptr<Device> device,
-                         std::shared_ptr<Device> host) {
+// host: the session's host reference, where the kernel takes one (ConvTranspose2d).
+template <typename Op, typename Spec, typename... Host>
+std::unique_ptr<Op> make(const Case<Spec>& c, std::shared_ptr<Device> device, Host... host) {
   auto op = Op::create("op", c.spec, c.w.data(), c.b.data(), std::move(device), Logger{},
-                       std::move(host));
+                       std::move(host)...);
   EXPECT_TRUE(op.is_ok()) << op.status().message();
   return std::move(op).value();
 }
