@@ -35,6 +35,10 @@ struct ggml_npuflow_stats {
   int64_t mul_mat_id_host_fallback;  // of the nodes, with an expert run on the host reference
   int64_t supports_mul_mat_id_yes;   // supports_op answers for MUL_MAT_ID
   int64_t supports_mul_mat_id_no;
+  // Products that ran several MUL_MATs sharing their activation, their weights stacked
+  // (fuse_matmuls), and the MUL_MATs they ran (counted in mul_mat too).
+  int64_t mul_mat_stacked_products;
+  int64_t mul_mat_stacked_nodes;
 };
 
 typedef void (*ggml_npuflow_get_stats_t)(struct ggml_npuflow_stats* out);

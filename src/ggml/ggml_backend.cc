@@ -23,9 +23,11 @@
 #include "ggml/ggml_cost_probe.h"
 #include "ggml/ggml_fault.h"
 #include "ggml/ggml_flash_attn.h"
+#include "ggml/ggml_fusion.h"
 #include "ggml/ggml_guard.h"
 #include "ggml/ggml_matmul.h"
 #include "ggml/ggml_offload_policy.h"
+#include "ggml/ggml_view_ops.h"
 #include "npuflow/version.h"
 #include "route/claim_policy.h"
 #include "route/device_selection.h"
@@ -41,7 +43,8 @@ struct RegContext {
   FlashAttentionRouting attention_routing;
   std::unique_ptr<OffloadPolicy> policy;
   std::string description;
-  bool report = false;  // print each backend's summary when it is freed
+  bool report = false;       // print each backend's summary when it is freed
+  bool fuse_matmuls = true;  // run MUL_MATs that share an activation as one product
 };
 
 RegContext* g_reg = nullptr;
@@ -134,7 +137,15 @@ ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
     Status status = Status::ok();
     switch (node->op) {
       case GGML_OP_MUL_MAT:
-        status = ctx->engine.compute(node, exec);
+        if (g_reg->fuse_matmuls) {
+          const std::vector<int> group = shared_input_group(graph, i);
+          std::vector<const ggml_tensor*> stacked;
+          for (int at : group) stacked.push_back(ggml_graph_node(graph, at));
+          status = ctx->engine.compute_stacked(stacked, exec);
+          i = group.back();  // the nodes between are views: nothing to compute
+        } else {
+          status = ctx->engine.compute(node, exec);
+        }
         break;
       case GGML_OP_MUL_MAT_ID:
         status = ctx->engine.compute_id(node, exec);
@@ -142,13 +153,8 @@ ggml_status compute_graph(BackendContext* ctx, ggml_cgraph* graph) {
       case GGML_OP_FLASH_ATTN_EXT:
         status = ctx->attention.compute(node, exec);
         break;
-      case GGML_OP_NONE:
-      case GGML_OP_RESHAPE:
-      case GGML_OP_VIEW:
-      case GGML_OP_PERMUTE:
-      case GGML_OP_TRANSPOSE:
-        break;
       default:
+        if (is_view_op(node->op)) break;
         g_reg->logger.error(
             str_cat("NPUFLOW was given op ", ggml_op_desc(node), " it never claims"));
         return GGML_STATUS_FAILED;
@@ -291,13 +297,8 @@ bool take_unmeasured(const ggml_tensor* op, const std::string& description,
 }
 
 bool supports_op(const ggml_tensor* op) {
+  if (is_view_op(op->op)) return g_reg->policy->mode() != OffloadMode::kIdle;  // idle: no op
   switch (op->op) {
-    case GGML_OP_NONE:
-    case GGML_OP_RESHAPE:
-    case GGML_OP_VIEW:
-    case GGML_OP_PERMUTE:
-    case GGML_OP_TRANSPOSE:
-      return g_reg->policy->mode() != OffloadMode::kIdle;  // idle takes no op at all
     case GGML_OP_MUL_MAT: {
       throw_if_injected(FaultPoint::kSupportsOp);
       const MatmulCandidate candidate = describe_mul_mat(op);
@@ -446,6 +447,7 @@ RegContext* create_reg_context() {
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
   ctx->attention_routing.min_kv = ctx->knobs.integer("fa_min_kv");
   ctx->attention_routing.min_tokens = ctx->routing.min_m;
+  ctx->fuse_matmuls = ctx->knobs.flag("fuse_matmuls");
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
   // device=auto resolving to the host means no usable NPU: the CPU backend already is the host.
   const bool idle = ctx->knobs.text("device") == "auto" && ctx->device->name() == "host";

@@ -141,6 +141,12 @@ void Counters::count_weight(bool packed, bool repacked) {
   }
 }
 
+void Counters::count_stacked_product(int64_t nodes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.mul_mat_stacked_products++;
+  stats_.mul_mat_stacked_nodes += nodes;
+}
+
 void Counters::count_mul_mat_id(int64_t experts, bool fallback) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.mul_mat_id++;
@@ -211,7 +217,10 @@ bool immutable_weight(const ggml_tensor* w) {
 
 Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& context, bool& fallback) {
   auto weight_row = [&p](int64_t row, float* out) {
-    widen_weight_row(p.weight, p.row_bytes, p.type, p.k, row, out);
+    for (const WeightRows& part : p.parts) {
+      if (row < part.rows) return widen_weight_row(part.data, p.row_bytes, p.type, p.k, row, out);
+      row -= part.rows;
+    }
   };
   const bool native = runs_native(quant_path_, p.type);
   constexpr int64_t kRowsPerTask = 64;
@@ -228,8 +237,20 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
     if (native) {
       throw_if_injected(FaultPoint::kDeviceCompute);
       std::vector<int8_t> values(static_cast<size_t>(p.n * p.k));
+      // Stacked parts are copied behind one another for the split (ggml rows are self-contained
+      // blocks), only while packing.
+      std::vector<uint8_t> stacked;
+      const uint8_t* rows = p.parts.front().data;
+      if (p.parts.size() > 1) {
+        stacked.reserve(p.row_bytes * static_cast<size_t>(p.n));
+        for (const WeightRows& part : p.parts) {
+          stacked.insert(stacked.end(), part.data,
+                         part.data + p.row_bytes * static_cast<size_t>(part.rows));
+        }
+        rows = stacked.data();
+      }
       GroupwiseFactors factors =
-          split_weight_rows(p.type, p.weight, p.row_bytes, p.k, p.n, values.data(), context);
+          split_weight_rows(p.type, rows, p.row_bytes, p.k, p.n, values.data(), context);
       const int64_t group = factors.group;
       auto packed = pack_groupwise_linear(device_, values.data(), std::move(factors), p.k, p.n);
       // A device whose group-wise GEMM does not take the type's blocks (the RK3588's groups of
@@ -252,7 +273,7 @@ Status MatmulEngine::product(const ResidentProduct& p, const ExecContext& contex
   auto on_device = [&] {
     return status_of([&]() -> Status {
       CacheOutcome outcome = CacheOutcome::kHit;
-      auto weight = cache_.get_or_pack(p.weight, p.fingerprint, pack, &outcome);
+      auto weight = cache_.get_or_pack(p.identity, p.fingerprint, pack, &outcome);
       if (!weight.is_ok()) return weight.status();
       const bool packed = outcome != CacheOutcome::kHit;
       if (packed) record_footprint(p, *weight.value());
@@ -290,7 +311,8 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   const ggml_tensor* w = node->src[0];
   const ggml_tensor* x = node->src[1];
   const ResidentProduct p{
-      static_cast<const uint8_t*>(w->data),
+      {{static_cast<const uint8_t*>(w->data), c.n}},
+      w->data,
       w->nb[1],
       w->type,
       c.k,
@@ -310,6 +332,80 @@ Status MatmulEngine::compute(const ggml_tensor* node, const ExecContext& context
   mul_mats_++;
   m_histogram_[c.m]++;
   if (counted_) counters().count_mul_mat(c.m, fallback);
+  return Status::ok();
+}
+
+Status MatmulEngine::compute_stacked(const std::vector<const ggml_tensor*>& nodes,
+                                     const ExecContext& context) {
+  if (nodes.size() == 1) return compute(nodes.front(), context);
+  const ggml_tensor* head = nodes.front();
+  const ggml_tensor* x = head->src[1];
+  const MatmulCandidate first = describe_mul_mat(head);
+  ResidentProduct p{{},
+                    nullptr,
+                    head->src[0]->nb[1],
+                    head->src[0]->type,
+                    first.k,
+                    0,
+                    {},
+                    static_cast<const float*>(x->data),
+                    first.m,
+                    nullptr,
+                    ""};
+  std::vector<uint64_t> contents;
+  std::string names;
+  for (const ggml_tensor* node : nodes) {
+    const MatmulCandidate c = describe_mul_mat(node);
+    const RouteVerdict verdict = route_matmul(c, MatmulRouting{1, 1});
+    const ggml_tensor* w = node->src[0];
+    if (!verdict.accept || node->src[1] != x || w->type != p.type || c.k != p.k ||
+        w->nb[1] != p.row_bytes) {
+      return unsupported(str_cat(
+          "MUL_MAT '", node->name, "' (", describe(c), ") cannot be stacked with '", head->name,
+          "': ", verdict.accept ? "another activation or weight layout" : verdict.reason));
+    }
+    p.parts.push_back({static_cast<const uint8_t*>(w->data), c.n});
+    p.n += c.n;
+    contents.push_back(content_hash(w->data, ggml_nbytes(w), !immutable_weight(w)));
+    names += str_cat(names.empty() ? "" : "+", w->name);
+  }
+  // One byte past the first weight's data: ggml aligns every tensor, so no tensor starts there,
+  // and the stacked weight never takes the cache entry of its first part run alone.
+  p.identity = static_cast<const uint8_t*>(head->src[0]->data) + 1;
+  p.fingerprint =
+      WeightFingerprint{names, static_cast<int>(p.type), p.k, p.n,
+                        content_hash(contents.data(), contents.size() * sizeof(uint64_t), true)};
+  stacked_output_.resize(static_cast<size_t>(p.m * p.n));
+  p.y = stacked_output_.data();
+  p.what = str_cat("MUL_MATs ", names, " stacked (K=", p.k, " N=", p.n, " M=", p.m, ")");
+  bool fallback = false;
+  NPUFLOW_RETURN_IF_ERROR(product(p, context, fallback));
+  // Each node's columns into its own rows.
+  constexpr int64_t kRowsPerTask = 64;
+  context.run(static_cast<size_t>((p.m + kRowsPerTask - 1) / kRowsPerTask), [&](size_t task) {
+    const int64_t begin = static_cast<int64_t>(task) * kRowsPerTask;
+    const int64_t end = std::min(p.m, begin + kRowsPerTask);
+    int64_t column = 0;
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      const int64_t n = p.parts[j].rows;
+      auto* out = static_cast<float*>(nodes[j]->data);
+      for (int64_t r = begin; r < end; ++r) {
+        std::copy_n(p.y + r * p.n + column, n, out + r * n);
+      }
+      column += n;
+    }
+  });
+  if (logger_.enabled(LogLevel::kTrace)) {
+    logger_.trace(str_cat(p.what, fallback ? " on host reference" : " on device"));
+  }
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    mul_mats_++;
+    m_histogram_[p.m]++;
+    if (counted_) counters().count_mul_mat(p.m, fallback);
+  }
+  stacked_products_++;
+  stacked_mul_mats_ += static_cast<int64_t>(nodes.size());
+  if (counted_) counters().count_stacked_product(static_cast<int64_t>(nodes.size()));
   return Status::ok();
 }
 
@@ -361,6 +457,7 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
     }
     const auto* weight = static_cast<const uint8_t*>(as->data) + expert * as->nb[2];
     const ResidentProduct p{
+        {{weight, c.n}},
         weight,
         as->nb[1],
         as->type,
@@ -395,8 +492,8 @@ Status MatmulEngine::compute_id(const ggml_tensor* node, const ExecContext& cont
 
 void MatmulEngine::record_footprint(const ResidentProduct& p, const PackedWeight& weight) {
   std::lock_guard<std::mutex> lock(footprint_mutex_);
-  footprint_[p.weight] = Footprint{p.type, p.row_bytes * static_cast<size_t>(p.n),
-                                   weight.resident_bytes(), stays_quantized(weight)};
+  footprint_[p.identity] = Footprint{p.type, p.row_bytes * static_cast<size_t>(p.n),
+                                     weight.resident_bytes(), stays_quantized(weight)};
 }
 
 std::string MatmulEngine::footprint() const {
@@ -432,8 +529,9 @@ std::string MatmulEngine::summary() const {
   }
   return str_cat("mul_mat=", mul_mats_, " host_fallback=", fallbacks_, " m_hist={", hist,
                  "} weights_packed=", s.packs + s.repacks, " repacked=", s.repacks,
-                 " hits=", s.hits, " evicted=", s.evictions, " mul_mat_id=", mul_mat_ids_,
-                 " resident_mib=", s.resident_bytes / (1024 * 1024));
+                 " hits=", s.hits, " evicted=", s.evictions,
+                 " stacked_products=", stacked_products_, " stacked_mul_mats=", stacked_mul_mats_,
+                 " mul_mat_id=", mul_mat_ids_, " resident_mib=", s.resident_bytes / (1024 * 1024));
 }
 
 }  // namespace npuflow::ggml

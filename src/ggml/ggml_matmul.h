@@ -30,6 +30,8 @@ MatmulCandidate describe_mul_mat_id(const ggml_tensor* node);
 class Counters {
  public:
   void count_mul_mat(int64_t m, bool fallback);
+  // One product that ran `nodes` MUL_MATs stacked (each also counted by count_mul_mat).
+  void count_stacked_product(int64_t nodes);
   void count_weight(bool packed, bool repacked);
   // declined: the routing rules accepted it and the offload policy did not.
   void count_supports(bool yes, bool declined);
@@ -80,6 +82,10 @@ class MatmulEngine {
 
   // Computes `node` (a MUL_MAT whose structure route_matmul accepts, any M) into node->data.
   Status compute(const ggml_tensor* node, const ExecContext& context);
+  // Computes MUL_MATs that share their activation and weight layout (ggml_fusion.h) as one
+  // product over their weights stacked in node order, resident under its own identity; each
+  // node gets its columns. One node is compute().
+  Status compute_stacked(const std::vector<const ggml_tensor*>& nodes, const ExecContext& context);
   // Computes a MUL_MAT_ID: each expert the ids route rows to runs its rows as one product against
   // its own resident matrix (packed on first use under the name "<tensor>#<expert>", within the
   // same cache budget as every weight).
@@ -96,11 +102,17 @@ class MatmulEngine {
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
+  // Consecutive rows of a weight: `rows` ggml rows from `data`.
+  struct WeightRows {
+    const uint8_t* data;
+    int64_t rows;
+  };
   // One resident product y = x W^T: W's n rows of k elements (ggml rows of `type`, row_bytes
-  // apart, from `weight`, which also identifies it in the cache), x m rows of k floats, y m rows
-  // of n floats.
+  // apart, the parts' rows in order, identified in the cache by `identity`), x m rows of k
+  // floats, y m rows of n floats.
   struct ResidentProduct {
-    const uint8_t* weight;
+    std::vector<WeightRows> parts;
+    const void* identity;
     size_t row_bytes;
     ggml_type type;
     int64_t k, n;
@@ -130,10 +142,13 @@ class MatmulEngine {
     bool native;  // kept quantized (a group-wise weight), not dequantized
   };
   mutable std::mutex footprint_mutex_;
-  std::map<const uint8_t*, Footprint> footprint_;
+  std::map<const void*, Footprint> footprint_;
   std::map<int64_t, int64_t> m_histogram_;
   int64_t mul_mats_ = 0;
   int64_t mul_mat_ids_ = 0;
+  int64_t stacked_products_ = 0;  // products that ran several MUL_MATs
+  int64_t stacked_mul_mats_ = 0;  // the MUL_MATs they ran
+  std::vector<float> stacked_output_;
   std::atomic<int64_t> fallbacks_{0};
   DeviceFallback fallback_;
 };

@@ -147,6 +147,9 @@ STATS = re.compile(r"npuflow: NPUFLOW backend \((\w+)\) stats: mul_mat=(\d+) hos
                    r"m_hist=\{([^}]*)\} weights_packed=(\d+) repacked=(\d+) .*? "
                    r"mul_mat_id=(\d+) .*? flash_attn=(\d+) flash_attn_fallback=(\d+)")
 
+STACKED = re.compile(r"npuflow: NPUFLOW backend \(\w+\) stats: .*? stacked_products=(\d+) "
+                     r"stacked_mul_mats=(\d+)")
+
 
 class Counters:
     """The backend's counters, summed over every backend instance the process created."""
@@ -162,6 +165,11 @@ class Counters:
         self.mul_mat_id = sum(int(x[6]) for x in self.lines)
         self.flash_attn = sum(int(x[7]) for x in self.lines)
         self.flash_attn_fallback = sum(int(x[8]) for x in self.lines)
+        # Products that ran several MUL_MATs over stacked weights (fuse_matmuls), and those
+        # MUL_MATs: each stack is one resident weight for its parts.
+        stacks = STACKED.findall(text)
+        self.stacked_products = sum(int(x[0]) for x in stacks)
+        self.stacked_mul_mats = sum(int(x[1]) for x in stacks)
         self.m_hist: dict[int, int] = {}
         for line in self.lines:
             for item in filter(None, line[3].split(",")):
@@ -171,6 +179,7 @@ class Counters:
     def __repr__(self):
         return (f"Counters(device={self.device}, mul_mat={self.mul_mat}, fallback={self.fallback}, "
                 f"m_hist={self.m_hist}, packed={self.packed}, repacked={self.repacked}, "
+                f"stacked={self.stacked_products} of {self.stacked_mul_mats}, "
                 f"mul_mat_id={self.mul_mat_id}, flash_attn={self.flash_attn}, "
                 f"flash_attn_fallback={self.flash_attn_fallback})")
 
