@@ -125,12 +125,14 @@ constexpr std::array kKnobs = {
              "the RK3588 does not); other types are dequantized. dequant: every type is widened "
              "to the "
              "device's float type once (fp32 on host, fp16 on an NPU), the control arm."},
-    KnobSpec{"fuse_matmuls", "NPUFLOW_FUSE_MATMULS", KnobKind::kBool, "1", "",
+    KnobSpec{"fuse_matmuls", "NPUFLOW_FUSE_MATMULS", KnobKind::kChoice, "auto", "auto|on|off",
              "ggml backend: MUL_MATs that follow one another in a graph split and read the same "
              "activation through weights of one type and width (llama.cpp's attention K and V, "
              "its FFN gate and up) run as one product over their weights stacked into one "
-             "resident weight: one device call and one activation pack instead of one each. 0 "
-             "runs each on its own."},
+             "resident weight: one device call and one activation pack instead of one each, and "
+             "a copy of each node's columns out of the stacked result. auto: on for an NPU "
+             "(sim, rocket), whose calls each cost a submit; off on host, where the copy costs "
+             "more than the call it saves (docs/ggml-backend.md). on, off: always, never."},
     KnobSpec{"fa_min_kv", "NPUFLOW_FA_MIN_KV", KnobKind::kInt, "1024", "1..1048576",
              "ggml backend: a FLASH_ATTN_EXT runs on NPUFLOW only with at least this many keys "
              "(n_kv) and min_m query rows, and only with claim=all (or on an NPU); shorter "

@@ -43,8 +43,8 @@ struct RegContext {
   FlashAttentionRouting attention_routing;
   std::unique_ptr<OffloadPolicy> policy;
   std::string description;
-  bool report = false;       // print each backend's summary when it is freed
-  bool fuse_matmuls = true;  // run MUL_MATs that share an activation as one product
+  bool report = false;        // print each backend's summary when it is freed
+  bool fuse_matmuls = false;  // run MUL_MATs that share an activation as one product
 };
 
 RegContext* g_reg = nullptr;
@@ -447,7 +447,10 @@ RegContext* create_reg_context() {
   ctx->routing.min_m_quant = ctx->knobs.integer("min_m_quant");
   ctx->attention_routing.min_kv = ctx->knobs.integer("fa_min_kv");
   ctx->attention_routing.min_tokens = ctx->routing.min_m;
-  ctx->fuse_matmuls = ctx->knobs.flag("fuse_matmuls");
+  // Stacking saves a device call and costs a copy of the outputs: worth it where a call costs a
+  // submit (an NPU), not on host (docs/ggml-backend.md has both measured).
+  const std::string& fuse = ctx->knobs.text("fuse_matmuls");
+  ctx->fuse_matmuls = fuse == "on" || (fuse == "auto" && ctx->device->name() != "host");
   ctx->report = ctx->knobs.flag("prof") || ctx->logger.enabled(LogLevel::kInfo);
   // device=auto resolving to the host means no usable NPU: the CPU backend already is the host.
   const bool idle = ctx->knobs.text("device") == "auto" && ctx->device->name() == "host";

@@ -3,12 +3,13 @@
 // Grouping.* checks which nodes shared_input_group puts together, on graphs it only reads (views
 // between members, another op, another activation, weight type or width, a weight that is a view).
 // Stacked.* drives the module through ggml's public API (ctest runs it on host and on sim, with
-// NPUFLOW_CLAIM=all): a split of three MUL_MATs (with a reshape between, as llama.cpp's graphs
-// have) must give, per node, what the same node gives run alone on NPUFLOW (bit for bit where the
-// integer sums are exact; see kStackedVsAlone) and what the CPU backend gives (NMSE 5e-4,
-// test-backend-ops' MUL_MAT limit); one stacked product must have run for the three; a refused
-// device call must rerun the whole stack on the host reference; and a part whose bytes change
-// must repack the stack.
+// NPUFLOW_CLAIM=all, and NPUFLOW_FUSE_MATMULS=on on host, where the default is off): a split of
+// three MUL_MATs (with a reshape between, as llama.cpp's graphs have) must give, per node, what the
+// same node gives run alone on NPUFLOW (bit for bit where the integer sums are exact; see
+// kStackedVsAlone) and what the CPU backend gives (NMSE 5e-4, test-backend-ops' MUL_MAT limit); one
+// stacked product must have run for the three; a refused device call must rerun the whole stack on
+// the host reference; and a part whose bytes change must repack the stack. Default.* checks
+// fuse_matmuls=auto on each device.
 #include "ggml/ggml_fusion.h"
 
 #include <gtest/gtest.h>
@@ -321,6 +322,25 @@ TEST_F(Stacked, AChangedPartRepacksTheStack) {
   const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
   EXPECT_EQ(after.weights_repacked - reused.weights_repacked, 1);
   expect_faithful(w.t, x, 128, stacked);
+}
+
+// fuse_matmuls=auto stacks on an NPU (sim here), whose calls each cost a submit, and not on host,
+// where copying the columns out costs more than the call saved.
+using Default = Stacked;
+
+TEST_F(Default, StacksOnAnNpuAndNotOnHost) {
+  const char* device = std::getenv("NPUFLOW_DEVICE");
+  ASSERT_NE(device, nullptr) << "ctest names the device";
+  ASSERT_EQ(std::getenv("NPUFLOW_FUSE_MATMULS"), nullptr) << "this checks the default";
+  const bool npu = std::strcmp(device, "host") != 0;
+  Weights w(GGML_TYPE_Q8_0, 576, {192, 192}, false, rng_);
+  const auto x = activations(576, 128);
+  const auto before = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+  const auto outputs = run(npu_, w.t, x, 128, true);
+  const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+  EXPECT_EQ(after.mul_mat - before.mul_mat, 2);
+  EXPECT_EQ(after.mul_mat_stacked_products - before.mul_mat_stacked_products, npu ? 1 : 0);
+  expect_faithful(w.t, x, 128, outputs);
 }
 
 }  // namespace
