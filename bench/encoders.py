@@ -10,6 +10,11 @@ ratio CPU EP / npuflow (> 1: npuflow is faster). npuflow claims with NPUFLOW_CLA
 device, so the figure is what a claim would cost; the Conv claim is off here
 (bench/conv_transpose.py times it node by node).
 
+--roofline adds, per model, the GEMM work of npuflow's claim (2 x MACs: projections and attention)
+over each arm's time, against the rate of the CPU EP's own fp32 GEMM (MLAS) on one large square
+MatMul measured in the same process with the same threads: how far from this machine's attainable
+fp32 rate each arm runs, and what rate a given speed-up over the CPU EP would need.
+
 --write-costs writes the measurements as the cost table claim=faster reads
 (~/.cache/npuflow/claim-costs-<machine>.json, or --costs PATH).
 
@@ -158,12 +163,42 @@ def measure(path: Path, threads: int, runs: int, tmp: Path):
     return statistics.median(times["npuflow"]), statistics.median(times["cpu"]), cosine, report
 
 
+def sgemm_gflops(threads: int, size: int = 2048, runs: int = 5) -> float:
+    """The CPU EP's fp32 GEMM rate on one size^3 MatMul (median of `runs`, after a warm-up)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    b = numpy_helper.from_array(rng.standard_normal((size, size), dtype=np.float32), "b")
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "sgemm",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])],
+                              [b])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    session = ort.InferenceSession(helper.make_model(graph).SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"])
+    feeds = {"a": rng.standard_normal((size, size), dtype=np.float32)}
+    session.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return 2.0 * size ** 3 / statistics.median(times) / 1e9
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", choices=list(MODELS), help="default: all")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--write-costs", action="store_true")
+    parser.add_argument("--roofline", action="store_true",
+                        help="GFLOP/s of each arm against the CPU EP's large-GEMM rate")
     parser.add_argument("--costs", type=Path, help="cost table path (default: the cache's)")
     args = parser.parse_args()
 
@@ -175,6 +210,9 @@ def main():
     tmp = out / "reports"
     tmp.mkdir(parents=True, exist_ok=True)
     rows = []
+    peak = sgemm_gflops(args.threads) if args.roofline else 0.0
+    if peak:
+        print(f"CPU EP fp32 GEMM, 2048^3, {args.threads} threads: {peak:.1f} GFLOP/s")
     print(f"{'model':<24} {'CPU EP ms':>10} {'npuflow ms':>11} {'ratio':>7} {'cosine':>12}")
     for name in args.only or list(MODELS):
         label = MODELS[name][0]
@@ -185,6 +223,13 @@ def main():
         graph = [json.loads(line) for line in report.read_text().splitlines()]
         claims = [c for g in graph for c in g.get("claims", [])
                   if c.get("kind") == "vision_encoder"]
+        if claims and peak:
+            gflop = sum(claimed_flops(c, TOKENS[name]) for c in claims) / 1e9
+            npu_rate, cpu_rate = gflop / npu_ms * 1e3, gflop / cpu_ms * 1e3
+            print(f"  claimed GEMM work {gflop:.1f} GFLOP: npuflow {npu_rate:.1f} GFLOP/s "
+                  f"({npu_rate / peak:.0%} of the large GEMM's), CPU EP {cpu_rate:.1f} "
+                  f"({cpu_rate / peak:.0%}); 1.2x the CPU EP would need {1.2 * cpu_rate:.1f} "
+                  f"({1.2 * cpu_rate / peak:.0%})", flush=True)
         if claims:
             rows.append(dict(kind="vision_encoder", model=label, family=claims[0].get("family", ""),
                              tokens=TOKENS[name],

@@ -115,7 +115,7 @@ def main():
         return worker(args)
 
     import onnx
-    from qdq_models import QdqSpec, demo_layer_model, single_group_model
+    from qdq_models import QWEN3_PROJECTIONS, QdqSpec, demo_layer_model, single_group_model
 
     tmp = Path(tempfile.mkdtemp(prefix="npuflow-bench-"))
     cases = []
@@ -123,24 +123,27 @@ def main():
         path = tmp / f"layer_{'pc' if per_channel else 'pt'}.onnx"
         onnx.save(demo_layer_model(rows="M", per_channel=per_channel), str(path))
         for rows in args.rows:
-            cases.append((f"Qwen3 layer, 7 projections, {'per-channel' if per_channel else 'per-tensor'}", rows, str(path)))
+            cases.append((f"Qwen3 layer, 7 projections, {'per-channel' if per_channel else 'per-tensor'}", rows, str(path),
+                          sum(k * n for k, n in QWEN3_PROJECTIONS.values())))
     m, k, n = (int(v) for v in args.rss_shape.split("x"))
     rss_path = tmp / "rss.onnx"
     # The memory case as the ONNX pack design note measured it: int8 in, int8 out, so the CPU EP
     # (which cannot fuse a group on graph inputs/outputs) materializes x_dq, w_dq and y in float.
     onnx.save(single_group_model(QdqSpec(k=k, n=n, per_channel=True)), str(rss_path))
-    cases.append((f"one group {k}x{n}, per-channel, int8 in/out", m, str(rss_path)))
+    cases.append((f"one group {k}x{n}, per-channel, int8 in/out", m, str(rss_path), k * n))
     float_io_path = tmp / "one_float_io.onnx"
     onnx.save(single_group_model(QdqSpec(k=k, n=n, per_channel=True), float_io=True), str(float_io_path))
-    cases.append((f"one group {k}x{n}, per-channel, float in/out", m, str(float_io_path)))
+    cases.append((f"one group {k}x{n}, per-channel, float in/out", m, str(float_io_path), k * n))
 
     print(f"threads={args.threads} runs={args.runs} rounds={args.rounds} (median ms per run)")
     header = ("| case | M | npuflow ms | CPU EP basic ms | CPU EP all ms | basic / npuflow | all / npuflow "
               "| best CPU / npuflow | first-run RSS growth kB: npuflow / basic / all "
-              "| steady RSS growth kB: npuflow / basic / all |")
+              "| steady RSS growth kB: npuflow / basic / all | int8 GOP/s: npuflow / best CPU |")
     print(header)
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, rows, path in cases:
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    # The last column is the GEMMs' work (2 x M x sum of K x N) over each arm's time, to read
+    # against the machine's int8 dot-product ceiling (build/bin/npuflow_bench_peak).
+    for name, rows, path, macs_per_row in cases:
         results = {arm: [] for arm in ARMS}
         for round_ in range(args.rounds):
             order = ARMS if round_ % 2 == 0 else list(reversed(ARMS))
@@ -153,7 +156,9 @@ def main():
         print(f"| {name} | {rows} | {ms['npuflow']:.3f} | {ms['cpu_basic']:.3f} | {ms['cpu_all']:.3f} | "
               f"{ms['cpu_basic'] / ms['npuflow']:.2f}x | {ms['cpu_all'] / ms['npuflow']:.2f}x | "
               f"{best / ms['npuflow']:.2f}x | {first['npuflow']:.0f} / {first['cpu_basic']:.0f} / {first['cpu_all']:.0f} "
-              f"| {steady['npuflow']:.0f} / {steady['cpu_basic']:.0f} / {steady['cpu_all']:.0f} |", flush=True)
+              f"| {steady['npuflow']:.0f} / {steady['cpu_basic']:.0f} / {steady['cpu_all']:.0f} "
+              f"| {2 * rows * macs_per_row / ms['npuflow'] / 1e6:.0f} / {2 * rows * macs_per_row / best / 1e6:.0f} |",
+              flush=True)
 
 
 if __name__ == "__main__":
