@@ -6,10 +6,11 @@
 // NPUFLOW_CLAIM=all, and NPUFLOW_FUSE_MATMULS=on on host, where the default is off): a split of
 // three MUL_MATs (with a reshape between, as llama.cpp's graphs have) must give, per node, what the
 // same node gives run alone on NPUFLOW (bit for bit where the integer sums are exact; see
-// kStackedVsAlone) and what the CPU backend gives (NMSE 5e-4, test-backend-ops' MUL_MAT limit); one
-// stacked product must have run for the three; a refused device call must rerun the whole stack on
-// the host reference; and a part whose bytes change must repack the stack. Default.* checks
-// fuse_matmuls=auto on each device.
+// stacked_vs_alone_limit) and what the CPU backend gives (NMSE 5e-4, test-backend-ops' MUL_MAT
+// limit); one stacked product must have run for the three; a refused device call must rerun the
+// whole stack on the host reference; a part whose bytes change must repack the stack; and 12 random
+// splits (seeded; 400 passed on host and sim when written) must stack by the rule and match the CPU
+// backend. Default.* checks fuse_matmuls=auto on each device.
 #include "ggml/ggml_fusion.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,24 +143,38 @@ double stacked_vs_alone_limit(ggml_type type) {
   return device != nullptr && std::strcmp(device, "host") == 0 ? 1e-9 : 1e-6;
 }
 
-// Weights of one type in one CPU buffer (a weights buffer unless `plain`), Gaussian values
-// quantized by ggml.
+// One weight of a stack or a random split: its type, K (the row length) and N (its rows).
+struct WeightShape {
+  ggml_type type;
+  int64_t k;
+  int64_t n;
+};
+
+// Weights in one CPU buffer (a weights buffer unless `plain`), Gaussian values quantized by ggml.
 struct Weights {
   ggml_context* ctx = nullptr;
   ggml_backend_buffer_t buf = nullptr;
   std::vector<ggml_tensor*> t;
 
   Weights(ggml_type type, int64_t k, const std::vector<int64_t>& widths, bool plain,
-          std::mt19937& rng) {
-    ggml_init_params params{ggml_tensor_overhead() * (widths.size() + 1), nullptr, true};
+          std::mt19937& rng)
+      : Weights(same_type(type, k, widths), plain, rng) {}
+  Weights(const std::vector<WeightShape>& shapes, bool plain, std::mt19937& rng) {
+    ggml_init_params params{ggml_tensor_overhead() * (shapes.size() + 1), nullptr, true};
     ctx = ggml_init(params);
-    for (size_t i = 0; i < widths.size(); ++i) {
-      t.push_back(ggml_new_tensor_2d(ctx, type, k, widths[i]));
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      t.push_back(ggml_new_tensor_2d(ctx, shapes[i].type, shapes[i].k, shapes[i].n));
       ggml_set_name(t.back(), ("blk.0.part" + std::to_string(i) + ".weight").c_str());
     }
     buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
     if (!plain) ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     for (ggml_tensor* w : t) refill(w, rng);
+  }
+  static std::vector<WeightShape> same_type(ggml_type type, int64_t k,
+                                            const std::vector<int64_t>& widths) {
+    std::vector<WeightShape> shapes;
+    for (int64_t n : widths) shapes.push_back({type, k, n});
+    return shapes;
   }
   static void refill(ggml_tensor* w, std::mt19937& rng) {
     std::normal_distribution<float> g(0.0f, 0.05f);
@@ -209,15 +225,26 @@ class Stacked : public ::testing::Test {
         ggml_build_forward_expand(graphs.back(), node);
       }
     }
+    return compute(backend, ctx, graphs, {x}, {&x_data}, y);
+  }
+
+  // Sets the activations, computes `graphs` on `backend` in order, reads `outputs` back, and
+  // frees `ctx` (which holds them all).
+  static std::vector<std::vector<float>> compute(
+      ggml_backend_t backend, ggml_context* ctx, const std::vector<ggml_cgraph*>& graphs,
+      const std::vector<ggml_tensor*>& x, const std::vector<const std::vector<float>*>& x_data,
+      const std::vector<ggml_tensor*>& outputs) {
     ggml_backend_buffer_t buf =
         ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
-    ggml_backend_tensor_set(x, x_data.data(), 0, ggml_nbytes(x));
+    for (size_t i = 0; i < x.size(); ++i) {
+      ggml_backend_tensor_set(x[i], x_data[i]->data(), 0, ggml_nbytes(x[i]));
+    }
     for (ggml_cgraph* graph : graphs) {
       EXPECT_EQ(ggml_backend_graph_compute(backend, graph), GGML_STATUS_SUCCESS);
     }
     std::vector<std::vector<float>> out;
-    for (ggml_tensor* node : y) {
-      out.emplace_back(static_cast<size_t>(node->ne[0] * m), NAN);
+    for (ggml_tensor* node : outputs) {
+      out.emplace_back(static_cast<size_t>(ggml_nelements(node)), NAN);
       ggml_backend_tensor_get(node, out.back().data(), 0, ggml_nbytes(node));
     }
     ggml_backend_buffer_free(buf);
@@ -322,6 +349,111 @@ TEST_F(Stacked, AChangedPartRepacksTheStack) {
   const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
   EXPECT_EQ(after.weights_repacked - reused.weights_repacked, 1);
   expect_faithful(w.t, x, 128, stacked);
+}
+
+// Random splits of MUL_MATs over two activations (the second of the same or another K), with
+// views of earlier products between them, in every resident weight family: each product within
+// the CPU backend's 5e-4, and the stacks those that the rule, counted here from the sequence of
+// products alone, makes: a run of consecutive products with one activation and one weight type.
+struct RandomProduct {
+  int activation;
+  ggml_type type;
+  int64_t n;
+};
+
+std::vector<RandomProduct> random_products(std::mt19937& rng) {
+  const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                             GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K};
+  const int64_t widths[] = {32, 64, 96, 192, 256, 576};
+  auto pick = [&rng](auto& values) {
+    return values[std::uniform_int_distribution<size_t>(0, std::size(values) - 1)(rng)];
+  };
+  std::vector<RandomProduct> products;
+  const int count = std::uniform_int_distribution<int>(3, 8)(rng);
+  for (int i = 0; i < count; ++i) {
+    // Most products continue the last one's activation and type, so that runs form.
+    if (!products.empty() && std::bernoulli_distribution(0.6)(rng)) {
+      products.push_back({products.back().activation, products.back().type, pick(widths)});
+    } else {
+      products.push_back(
+          {std::uniform_int_distribution<int>(0, 1)(rng), pick(types), pick(widths)});
+    }
+  }
+  return products;
+}
+
+TEST_F(Stacked, RandomSplitsStackByTheRuleAndMatchTheCpuBackend) {
+  constexpr uint32_t kGraphs = 12;
+  const int64_t rows[] = {128, 131, 200, 257};
+  int64_t stacks_seen = 0;
+  for (uint32_t seed = 0; seed < kGraphs; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(7000 + seed);
+    const int64_t k[2] = {512, std::bernoulli_distribution(0.5)(rng) ? 512 : 768};
+    const int64_t m = rows[std::uniform_int_distribution<size_t>(0, std::size(rows) - 1)(rng)];
+    const std::vector<RandomProduct> products = random_products(rng);
+    std::vector<WeightShape> shapes;
+    for (const RandomProduct& p : products) shapes.push_back({p.type, k[p.activation], p.n});
+    Weights w(shapes, false, rng);
+    const std::vector<float> x_data[2] = {activations(k[0], m), activations(k[1], m)};
+    // After product i, views of an earlier product (llama.cpp reshapes and permutes between its
+    // projections), or none: -1.
+    std::vector<int> viewed_after(products.size(), -1);
+    for (size_t i = 0; i + 1 < products.size(); ++i) {
+      if (std::bernoulli_distribution(0.4)(rng)) {
+        viewed_after[i] = std::uniform_int_distribution<int>(0, static_cast<int>(i))(rng);
+      }
+    }
+
+    auto run_on = [&](ggml_backend_t backend) {
+      ggml_init_params params{ggml_tensor_overhead() * 64 + ggml_graph_overhead(), nullptr, true};
+      ggml_context* ctx = ggml_init(params);
+      ggml_tensor* x[2] = {ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k[0], m),
+                           ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k[1], m)};
+      ggml_cgraph* graph = ggml_new_graph(ctx);
+      std::vector<ggml_tensor*> y;
+      for (size_t i = 0; i < products.size(); ++i) {
+        y.push_back(ggml_mul_mat(ctx, w.t[i], x[products[i].activation]));
+        ggml_build_forward_expand(graph, y.back());
+        if (viewed_after[i] < 0) continue;
+        ggml_tensor* earlier = y[static_cast<size_t>(viewed_after[i])];
+        ggml_build_forward_expand(graph, ggml_reshape_3d(ctx, earlier, 1, earlier->ne[0], m));
+        ggml_build_forward_expand(graph, ggml_transpose(ctx, earlier));
+      }
+      return compute(backend, ctx, {graph}, {x[0], x[1]}, {&x_data[0], &x_data[1]}, y);
+    };
+
+    // The rule, from the products alone.
+    int64_t expected_stacks = 0, expected_stacked = 0;
+    for (size_t head = 0; head < products.size();) {
+      size_t end = head + 1;
+      while (end < products.size() && products[end].activation == products[head].activation &&
+             products[end].type == products[head].type) {
+        ++end;
+      }
+      if (end - head > 1) {
+        ++expected_stacks;
+        expected_stacked += static_cast<int64_t>(end - head);
+      }
+      head = end;
+    }
+    stacks_seen += expected_stacks;
+
+    const auto before = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+    const auto got = run_on(npu_);
+    const auto after = npuflow_test::npuflow_stats(loaded_.npuflow_reg);
+    const auto cpu = run_on(cpu_);
+    EXPECT_EQ(after.mul_mat - before.mul_mat, static_cast<int64_t>(products.size()));
+    EXPECT_EQ(after.mul_mat_host_fallback, before.mul_mat_host_fallback);
+    EXPECT_EQ(after.mul_mat_stacked_products - before.mul_mat_stacked_products, expected_stacks);
+    EXPECT_EQ(after.mul_mat_stacked_nodes - before.mul_mat_stacked_nodes, expected_stacked);
+    for (size_t i = 0; i < products.size(); ++i) {
+      EXPECT_LE(nmse(cpu[i], got[i]), 5e-4)
+          << "product " << i << ": " << ggml_type_name(products[i].type) << " n " << products[i].n
+          << " on activation " << products[i].activation;
+    }
+  }
+  EXPECT_GE(stacks_seen, int64_t{kGraphs}) << "the generator should form a stack per graph or more";
 }
 
 // fuse_matmuls=auto stacks on an NPU (sim here), whose calls each cost a submit, and not on host,
