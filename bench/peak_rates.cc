@@ -19,9 +19,12 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-// GCC 12's AVX-512 set1 helpers start from a deliberately undefined vector, which -Wuninitialized
-// reports where they are inlined.
+// GCC 12's AVX-512 helpers start from a deliberately undefined vector, which -Wuninitialized
+// (and, at -O2, -Wmaybe-uninitialized) reports where they are inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define NPUFLOW_PEAK_X86 1
 #else
 #define NPUFLOW_PEAK_X86 0
@@ -57,7 +60,11 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iterations) {
   }
   __m512 sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
-  return _mm512_reduce_add_ps(sum);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0.0f;
+  for (float lane : lanes) total += lane;
+  return total;
 }
 
 __attribute__((target("avx512f,avx512vnni"))) float dpbusd_avx512(int64_t iterations) {
@@ -70,7 +77,11 @@ __attribute__((target("avx512f,avx512vnni"))) float dpbusd_avx512(int64_t iterat
   }
   __m512i sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, acc[c]);
-  return static_cast<float>(_mm512_reduce_add_epi32(sum));
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, sum);
+  int64_t total = 0;
+  for (int32_t lane : lanes) total += lane;
+  return static_cast<float>(total);
 }
 #endif
 
