@@ -18,14 +18,14 @@ bool stackable(const ggml_tensor* node) {
          w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(node);
 }
 
+}  // namespace
+
 bool stacks_with(const ggml_tensor* head, const ggml_tensor* node) {
   const ggml_tensor* a = head->src[0];
   const ggml_tensor* b = node->src[0];
   return stackable(node) && node->src[1] == head->src[1] && a->type == b->type &&
          a->ne[0] == b->ne[0] && a->nb[1] == b->nb[1];
 }
-
-}  // namespace
 
 std::vector<int> shared_input_group(ggml_cgraph* graph, int first) {
   const ggml_tensor* head = ggml_graph_node(graph, first);

@@ -12,6 +12,10 @@
 
 namespace npuflow::ggml {
 
+// Whether `node` runs in one product with `head` (a stackable MUL_MAT): a MUL_MAT to compute over a
+// dense 2-D leaf weight of head's type and row layout, reading head's activation tensor.
+bool stacks_with(const ggml_tensor* head, const ggml_tensor* node);
+
 // The node indices of the group that starts at node `first` of `graph`: `first` itself, then each
 // later MUL_MAT that shares its activation and weight layout, up to the first node that is
 // neither such a MUL_MAT nor a view. Empty when node `first` is not a MUL_MAT to compute.

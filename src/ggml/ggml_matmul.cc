@@ -12,6 +12,7 @@
 #include "ggml-backend.h"
 #include "ggml/ggml_block_split.h"
 #include "ggml/ggml_fault.h"
+#include "ggml/ggml_fusion.h"
 #include "ggml/ggml_guard.h"
 #include "ops/float_linear.h"
 #include "ops/groupwise_linear.h"
@@ -358,8 +359,7 @@ Status MatmulEngine::compute_stacked(const std::vector<const ggml_tensor*>& node
     const MatmulCandidate c = describe_mul_mat(node);
     const RouteVerdict verdict = route_matmul(c, MatmulRouting{1, 1});
     const ggml_tensor* w = node->src[0];
-    if (!verdict.accept || node->src[1] != x || w->type != p.type || c.k != p.k ||
-        w->nb[1] != p.row_bytes) {
+    if (!verdict.accept || !stacks_with(head, node)) {
       return unsupported(str_cat(
           "MUL_MAT '", node->name, "' (", describe(c), ") cannot be stacked with '", head->name,
           "': ", verdict.accept ? "another activation or weight layout" : verdict.reason));
