@@ -48,6 +48,10 @@ struct DeviceOptions {
   // even where oneDNN's int8 kernel is exact (it is probed at start); lets the tests cover that
   // path on any CPU.
   bool float_int8 = false;
+  // Host device only: an int8 GEMM of at most this many rows runs the few-rows kernel
+  // (host/vnni_rows_gemm.h) instead of oneDNN, where oneDNN packed its VNNI layout. -1: the
+  // measured default (host_device.cc); 0: never. Lets the tests pick either path.
+  int few_rows_max = -1;
 };
 
 // Receives finished int32 results: a block of `rows` x `cols` at (row, col) of the M x N result,

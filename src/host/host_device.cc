@@ -20,6 +20,7 @@
 #include "host/groupwise_gemm.h"
 #include "host/onednn_weight.h"
 #include "host/scoped_omp_threads.h"
+#include "host/vnni_rows_gemm.h"
 
 namespace npuflow {
 namespace {
@@ -180,9 +181,17 @@ struct HostDevice::Impl {
     const ElementType kernel_a = shift ? ElementType::kUInt8 : a_type;
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
-    // Resolve every primitive first so a refusal happens before any result is handed out.
+    // Read on this thread: the portable-kernels switch is per calling thread.
+    const bool few_rows = kernel_a == ElementType::kUInt8 && c_type == ElementType::kInt32 &&
+                          m <= few_rows_max() && vnni_rows_kernel_runs() &&
+                          std::all_of(blocks.begin(), blocks.end(), [](const Block& block) {
+                            return block.vnni_tiles().data != nullptr;
+                          });
+    // Resolve every primitive first so a refusal happens before any result is handed out (the
+    // few-rows kernel needs none).
     std::vector<Block::Primitive> full_panel, last_panel;
     for (const Block& block : blocks) {
+      if (few_rows) break;
       for (auto [rows, out] : {std::pair{std::min(m, kRowPanel), &full_panel},
                                std::pair{last_panel_rows, &last_panel}}) {
         auto primitive =
@@ -202,6 +211,11 @@ struct HostDevice::Impl {
       const int64_t row = panel * kRowPanel;
       const int64_t rows = panel == panels - 1 ? last_panel_rows : kRowPanel;
       try {
+        if (few_rows) {
+          run_few_rows(static_cast<const uint8_t*>(a) + row * a_row_bytes, a_type, row, rows, block,
+                       *weight, sink);
+          return;
+        }
         // On a lent pool each task is one thread; otherwise oneDNN's OpenMP team works on it.
         const ScopedOmpThreads team(context.has_pool()    ? 1
                                     : options.threads > 0 ? options.threads
@@ -249,11 +263,48 @@ struct HostDevice::Impl {
         failure = e.what();
       }
     };
-    context.run(static_cast<size_t>(panels) * blocks.size(), task);
+    // Without a lent pool oneDNN spreads each block over its OpenMP team; few-rows blocks, which
+    // run on one thread each, are spread over such a team instead.
+    const ExecContext team =
+        few_rows && !context.has_pool()
+            ? openmp_exec_context(options.threads > 0 ? options.threads : omp_get_num_procs())
+            : ExecContext{};
+    (team.has_pool() ? team : context).run(static_cast<size_t>(panels) * blocks.size(), task);
     if (!failure.empty()) {
       return Status(StatusCode::kDeviceFailure, str_cat("oneDNN matmul failed: ", failure));
     }
     return Status::ok();
+  }
+
+  int64_t few_rows_max() const {
+    return options.few_rows_max >= 0 ? options.few_rows_max : kFewRowsMax;
+  }
+
+  // One block of at most few_rows_max() rows on the few-rows kernel: the rows are copied (as
+  // uint8, shifted if int8) into a buffer padded with zeros to the packed K.
+  static void run_few_rows(const uint8_t* source, ElementType a_type, int64_t first_row,
+                           int64_t rows, const Block& block, const OneDnnWeight& weight,
+                           const RawSink& sink) {
+    const VnniTiles tiles = block.vnni_tiles();
+    const int64_t k = weight.k();
+    thread_local std::vector<uint8_t> padded;
+    thread_local std::vector<int32_t> out;
+    padded.assign(static_cast<size_t>(rows * tiles.padded_k), 0);
+    out.resize(static_cast<size_t>(rows * block.width()));
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* row = padded.data() + r * tiles.padded_k;
+      if (a_type == ElementType::kInt8) {
+        shift_int8_rows_to_uint8(reinterpret_cast<const int8_t*>(source + r * k), k, row);
+      } else {
+        std::memcpy(row, source + r * k, static_cast<size_t>(k));
+      }
+    }
+    vnni_rows_gemm(padded.data(), rows, tiles.padded_k, tiles, out.data(), block.width());
+    if (a_type == ElementType::kInt8) {
+      unshift_int32_block(out.data(), rows, block.width(),
+                          weight.column_sums().data() + block.first_column());
+    }
+    sink(first_row, block.first_column(), rows, block.width(), out.data());
   }
 
   std::string int8_kernel(ElementType a_type, const PackedWeight& w) {

@@ -1,7 +1,9 @@
 // The host device: the device primitive set on the CPU, exact for integers. GEMMs run through
 // oneDNN (AMX / AVX-512 VNNI / AVX2 kernels chosen at run time) on weights reordered once into
 // the layout oneDNN's kernel prefers. Weights are packed in column blocks; with a thread pool
-// lent by the caller, each block is one single-threaded task on that pool.
+// lent by the caller, each block is one single-threaded task on that pool. Int8 GEMMs of few rows
+// skip oneDNN for a kernel of their own on the same packed blocks (host/vnni_rows_gemm.h).
+// A weight runs on the device that packed it.
 #pragma once
 
 #include <memory>
@@ -23,8 +25,9 @@ class HostDevice final : public Device {
                                                          int64_t n) override;
   Status gemm_int8(const void* a, ElementType a_type, int64_t m, const PackedWeight& w, int32_t* c,
                    const ExecContext& context) override;
-  // The kernel an int8 GEMM of `a_type` activations on `w` runs: oneDNN's implementation name
-  // ("ref..." is its slow reference loop), "float32 chunks" on CPUs without exact int8 kernels.
+  // The kernel an int8 GEMM of `a_type` activations on `w` runs past few rows: oneDNN's
+  // implementation name ("ref..." is its slow reference loop), "float32 chunks" on CPUs without
+  // exact int8 kernels.
   std::string int8_kernel(ElementType a_type, const PackedWeight& w) const;
   Status gemm_int8_blocks(const void* a, ElementType a_type, int64_t m, const PackedWeight& w,
                           const Int32BlockSink& sink, const ExecContext& context) override;

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/strings.h"
 #include "device/device.h"
+#include "host/vnni_rows_gemm.h"
 
 namespace npuflow::host_onednn {
 
@@ -29,6 +30,10 @@ constexpr int64_t kColumnBlock = 256;
 // Rows per task: bounds the per-thread result buffer (128 x 256 int32 = 128 KiB) and gives large
 // M more tasks to spread.
 constexpr int64_t kRowPanel = 128;
+// Int8 GEMMs of at most this many rows run the few-rows kernel (host/vnni_rows_gemm.h), where
+// oneDNN packed its VNNI layout: faster than oneDNN's up to 64 rows, even at 96 and slower
+// above (bench/int8_few_rows.cc on a 2-core AVX-512 VNNI VM: 1.5x at 1 row, 1.02x at 64).
+constexpr int64_t kFewRowsMax = 64;
 
 inline dnnl_dt to_dnnl(ElementType type) {
   switch (type) {
@@ -50,16 +55,29 @@ inline dnnl_dt to_dnnl(ElementType type) {
 class Block {
  public:
   Block(int64_t first_column, int64_t width, dnnl::memory packed)
-      : first_column_(first_column), width_(width), packed_(std::move(packed)) {}
+      : first_column_(first_column),
+        width_(width),
+        packed_(std::move(packed)),
+        vnni_tiles_(in_vnni_tiles(packed_.get_desc(), width)) {}
   Block(Block&& other) noexcept
       : first_column_(other.first_column_),
         width_(other.width_),
         packed_(std::move(other.packed_)),
+        vnni_tiles_(other.vnni_tiles_),
         primitives_(std::move(other.primitives_)) {}
 
   int64_t first_column() const { return first_column_; }
   int64_t width() const { return width_; }
   const dnnl::memory& packed() const { return packed_; }
+
+  // The block as the few-rows kernel reads it (host/vnni_rows_gemm.h), where oneDNN packed it
+  // in that layout (an int8 weight for its AVX-512 VNNI kernels); data == nullptr otherwise.
+  VnniTiles vnni_tiles() const {
+    if (!vnni_tiles_) return {};
+    const dnnl::memory::desc desc = packed_.get_desc();
+    return {static_cast<const int8_t*>(packed_.get_data_handle()), desc.data.padded_dims[0], width_,
+            desc.data.format_desc.blocking.strides[1]};
+  }
 
   // The primitive and the scratchpad it needs. The scratchpad is the caller's (scratchpad_mode
   // user): with the library's own, concurrent executions of one primitive (two row panels of
@@ -99,7 +117,15 @@ class Block {
  private:
   int64_t first_column_;
   int64_t width_;
+  // Exactly BA16a64b4a for K x width int8 (padding, strides and no compensation included).
+  static bool in_vnni_tiles(const dnnl::memory::desc& desc, int64_t width) {
+    if (desc.data.ndims != 2 || desc.data_type() != dnnl_dt::s8) return false;
+    const dnnl::memory::desc tiles({desc.dims()[0], width}, dnnl_dt::s8, dnnl_tag::BA16a64b4a);
+    return desc == tiles;
+  }
+
   dnnl::memory packed_;
+  bool vnni_tiles_;
   mutable std::mutex mutex_;
   mutable std::map<std::pair<int64_t, int>, Primitive> primitives_;
 };

@@ -11,6 +11,7 @@
 
 #include "core/fp16.h"
 #include "device/int8_gemm_loop.h"
+#include "two_thread_pool.h"
 
 namespace npuflow {
 namespace {
@@ -23,19 +24,6 @@ std::vector<int32_t> brute_force(const std::vector<A>& a, const std::vector<int8
     for (int64_t j = 0; j < n; ++j)
       for (int64_t kk = 0; kk < k; ++kk) c[i * n + j] += int32_t{a[i * k + kk]} * w[kk * n + j];
   return c;
-}
-
-// A lent pool of two threads taking alternate tasks.
-ExecContext two_threads() {
-  ExecContext context;
-  context.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
-    std::thread other([&] {
-      for (size_t i = 1; i < count; i += 2) task(i);
-    });
-    for (size_t i = 0; i < count; i += 2) task(i);
-    other.join();
-  };
-  return context;
 }
 
 template <typename A>

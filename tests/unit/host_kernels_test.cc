@@ -14,6 +14,7 @@
 #include "ops/host_attention.h"
 #include "ops/simd.h"
 #include "ops/vector_math.h"
+#include "two_thread_pool.h"
 
 namespace npuflow {
 namespace {
@@ -45,19 +46,6 @@ std::vector<float> normal(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// A two-thread pool as ORT lends one: tasks split between the caller and a helper thread.
-ExecContext two_threads() {
-  ExecContext context;
-  context.parallel_for = [](size_t count, const std::function<void(size_t)>& task) {
-    std::thread helper([&] {
-      for (size_t i = 1; i < count; i += 2) task(i);
-    });
-    for (size_t i = 0; i < count; i += 2) task(i);
-    helper.join();
-  };
-  return context;
 }
 
 // The largest |a - b| / (1 + |b|): fp32 rounding of values of any size; NaN where b has NaN.
