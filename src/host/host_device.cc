@@ -130,6 +130,7 @@ struct HostDevice::Impl {
   DeviceOptions options;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   bool float_int8 = options.float_int8 || !onednn_int8_is_exact(engine);
+  bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
 
   Result<std::unique_ptr<PackedWeight>> pack(const void* weight, int64_t k, int64_t n,
                                              ElementType weight_type, ElementType probe_src,
@@ -277,7 +278,8 @@ struct HostDevice::Impl {
   }
 
   int64_t few_rows_max() const {
-    return options.few_rows_max >= 0 ? options.few_rows_max : kFewRowsMax;
+    if (options.few_rows_max >= 0) return options.few_rows_max;
+    return amx ? kFewRowsMaxWithAmx : kFewRowsMax;
   }
 
   // One block of at most few_rows_max() rows on the few-rows kernel: the rows are copied (as

@@ -34,6 +34,9 @@ constexpr int64_t kRowPanel = 128;
 // oneDNN packed its VNNI layout: faster than oneDNN's up to 64 rows, even at 96 and slower
 // above (bench/int8_few_rows.cc on a 2-core AVX-512 VNNI VM: 1.5x at 1 row, 1.02x at 64).
 constexpr int64_t kFewRowsMax = 64;
+// Where oneDNN runs AMX tiles (unmeasured here: no AMX machine at hand) only one row takes the
+// few-rows kernel, where streaming the weight bounds both kernels alike.
+constexpr int64_t kFewRowsMaxWithAmx = 1;
 
 inline dnnl_dt to_dnnl(ElementType type) {
   switch (type) {
