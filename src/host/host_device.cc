@@ -183,11 +183,19 @@ struct HostDevice::Impl {
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
     // Read on this thread: the portable-kernels switch is per calling thread.
+    const int64_t padded_k = blocks.empty() ? 0 : blocks.front().vnni_tiles().padded_k;
     const bool few_rows = kernel_a == ElementType::kUInt8 && c_type == ElementType::kInt32 &&
                           m <= few_rows_max() && vnni_rows_kernel_runs() &&
-                          std::all_of(blocks.begin(), blocks.end(), [](const Block& block) {
-                            return block.vnni_tiles().data != nullptr;
+                          std::all_of(blocks.begin(), blocks.end(), [padded_k](const Block& block) {
+                            const VnniTiles tiles = block.vnni_tiles();
+                            return tiles.data != nullptr && tiles.padded_k == padded_k;
                           });
+    // The few-rows kernel reads each row as uint8 padded with zeros to the packed K: prepared once
+    // here on the calling thread, read by every block's task.
+    // (A task names it through this pointer: on another thread the thread_local is another.)
+    thread_local std::vector<uint8_t> padded_buffer;
+    if (few_rows) pad_rows_as_uint8(a, a_type, m, w.k(), padded_k, padded_buffer);
+    const uint8_t* padded_rows = padded_buffer.data();
     // Resolve every primitive first so a refusal happens before any result is handed out (the
     // few-rows kernel needs none).
     std::vector<Block::Primitive> full_panel, last_panel;
@@ -213,8 +221,7 @@ struct HostDevice::Impl {
       const int64_t rows = panel == panels - 1 ? last_panel_rows : kRowPanel;
       try {
         if (few_rows) {
-          run_few_rows(static_cast<const uint8_t*>(a) + row * a_row_bytes, a_type, row, rows, block,
-                       *weight, sink);
+          run_few_rows(padded_rows + row * padded_k, a_type, row, rows, block, *weight, sink);
           return;
         }
         // On a lent pool each task is one thread; otherwise oneDNN's OpenMP team works on it.
@@ -282,26 +289,30 @@ struct HostDevice::Impl {
     return amx ? kFewRowsMaxWithAmx : kFewRowsMax;
   }
 
-  // One block of at most few_rows_max() rows on the few-rows kernel: the rows are copied (as
-  // uint8, shifted if int8) into a buffer padded with zeros to the packed K.
-  static void run_few_rows(const uint8_t* source, ElementType a_type, int64_t first_row,
-                           int64_t rows, const Block& block, const OneDnnWeight& weight,
-                           const RawSink& sink) {
-    const VnniTiles tiles = block.vnni_tiles();
-    const int64_t k = weight.k();
-    thread_local std::vector<uint8_t> padded;
-    thread_local std::vector<int32_t> out;
-    padded.assign(static_cast<size_t>(rows * tiles.padded_k), 0);
-    out.resize(static_cast<size_t>(rows * block.width()));
-    for (int64_t r = 0; r < rows; ++r) {
-      uint8_t* row = padded.data() + r * tiles.padded_k;
+  // m rows of K activations as uint8 (int8 ones shifted), each padded with zeros to padded_k.
+  static void pad_rows_as_uint8(const void* a, ElementType a_type, int64_t m, int64_t k,
+                                int64_t padded_k, std::vector<uint8_t>& out) {
+    out.assign(static_cast<size_t>(m * padded_k), 0);
+    const auto* source = static_cast<const uint8_t*>(a);
+    for (int64_t r = 0; r < m; ++r) {
+      uint8_t* row = out.data() + r * padded_k;
       if (a_type == ElementType::kInt8) {
         shift_int8_rows_to_uint8(reinterpret_cast<const int8_t*>(source + r * k), k, row);
       } else {
         std::memcpy(row, source + r * k, static_cast<size_t>(k));
       }
     }
-    vnni_rows_gemm(padded.data(), rows, tiles.padded_k, tiles, out.data(), block.width());
+  }
+
+  // One block of rows (from pad_rows_as_uint8) on the few-rows kernel; int8 activations' shift
+  // taken back out of the int32 sums.
+  static void run_few_rows(const uint8_t* padded_rows, ElementType a_type, int64_t first_row,
+                           int64_t rows, const Block& block, const OneDnnWeight& weight,
+                           const RawSink& sink) {
+    const VnniTiles tiles = block.vnni_tiles();
+    thread_local std::vector<int32_t> out;
+    out.resize(static_cast<size_t>(rows * block.width()));
+    vnni_rows_gemm(padded_rows, rows, tiles.padded_k, tiles, out.data(), block.width());
     if (a_type == ElementType::kInt8) {
       unshift_int32_block(out.data(), rows, block.width(),
                           weight.column_sums().data() + block.first_column());
