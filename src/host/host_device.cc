@@ -190,12 +190,16 @@ struct HostDevice::Impl {
                             const VnniTiles tiles = block.vnni_tiles();
                             return tiles.data != nullptr && tiles.padded_k == padded_k;
                           });
-    // The few-rows kernel reads each row as uint8 padded with zeros to the packed K: prepared once
-    // here on the calling thread, read by every block's task.
-    // (A task names it through this pointer: on another thread the thread_local is another.)
-    thread_local std::vector<uint8_t> padded_buffer;
-    if (few_rows) pad_rows_as_uint8(a, a_type, m, w.k(), padded_k, padded_buffer);
-    const uint8_t* padded_rows = padded_buffer.data();
+    // int8 rows shift to uint8, and the few-rows kernel reads rows padded with zeros to the packed
+    // K: either is prepared once here, on the calling thread, and read by every block's task. (A
+    // task names it through `kernel_rows`: on another thread the thread_local is another.)
+    const int64_t row_stride = few_rows ? padded_k : w.k();
+    thread_local std::vector<uint8_t> prepared;
+    const auto* kernel_rows = static_cast<const uint8_t*>(a);
+    if (few_rows || shift) {
+      rows_as_uint8(a, a_type, m, w.k(), row_stride, prepared);
+      kernel_rows = prepared.data();
+    }
     // Resolve every primitive first so a refusal happens before any result is handed out (the
     // few-rows kernel needs none).
     std::vector<Block::Primitive> full_panel, last_panel;
@@ -209,7 +213,6 @@ struct HostDevice::Impl {
         out->push_back(primitive.value());
       }
     }
-    const size_t a_row_bytes = static_cast<size_t>(w.k()) * element_size(a_type);
     const size_t c_element = element_size(c_type);
     std::mutex failure_mutex;
     std::string failure;
@@ -221,7 +224,7 @@ struct HostDevice::Impl {
       const int64_t rows = panel == panels - 1 ? last_panel_rows : kRowPanel;
       try {
         if (few_rows) {
-          run_few_rows(padded_rows + row * padded_k, a_type, row, rows, block, *weight, sink);
+          run_few_rows(kernel_rows + row * row_stride, a_type, row, rows, block, *weight, sink);
           return;
         }
         // On a lent pool each task is one thread; otherwise oneDNN's OpenMP team works on it.
@@ -251,19 +254,10 @@ struct HostDevice::Impl {
           stream.wait();
         };
         thread_local std::vector<uint8_t> block_out;
-        const auto* panel_rows = static_cast<const uint8_t*>(a) + row * a_row_bytes;
+        execute(kernel_rows + row * row_stride * element_size(kernel_a), block_out);
         if (shift) {
-          thread_local std::vector<uint8_t> shifted;
-          const int64_t count = rows * w.k();
-          if (shifted.size() < static_cast<size_t>(count))
-            shifted.resize(static_cast<size_t>(count));
-          shift_int8_rows_to_uint8(reinterpret_cast<const int8_t*>(panel_rows), count,
-                                   shifted.data());
-          execute(shifted.data(), block_out);
           unshift_int32_block(reinterpret_cast<int32_t*>(block_out.data()), rows, block.width(),
                               weight->column_sums().data() + block.first_column());
-        } else {
-          execute(panel_rows, block_out);
         }
         sink(row, block.first_column(), rows, block.width(), block_out.data());
       } catch (const dnnl::error& e) {
@@ -289,22 +283,24 @@ struct HostDevice::Impl {
     return amx ? kFewRowsMaxWithAmx : kFewRowsMax;
   }
 
-  // m rows of K activations as uint8 (int8 ones shifted), each padded with zeros to padded_k.
-  static void pad_rows_as_uint8(const void* a, ElementType a_type, int64_t m, int64_t k,
-                                int64_t padded_k, std::vector<uint8_t>& out) {
-    out.assign(static_cast<size_t>(m * padded_k), 0);
+  // m rows of K int8 or uint8 activations as uint8 (int8 ones shifted), `stride` apart, zero
+  // from K to the stride.
+  static void rows_as_uint8(const void* a, ElementType a_type, int64_t m, int64_t k, int64_t stride,
+                            std::vector<uint8_t>& out) {
+    out.resize(static_cast<size_t>(m * stride));
     const auto* source = static_cast<const uint8_t*>(a);
     for (int64_t r = 0; r < m; ++r) {
-      uint8_t* row = out.data() + r * padded_k;
+      uint8_t* row = out.data() + r * stride;
       if (a_type == ElementType::kInt8) {
         shift_int8_rows_to_uint8(reinterpret_cast<const int8_t*>(source + r * k), k, row);
       } else {
         std::memcpy(row, source + r * k, static_cast<size_t>(k));
       }
+      std::fill(row + k, row + stride, uint8_t{0});
     }
   }
 
-  // One block of rows (from pad_rows_as_uint8) on the few-rows kernel; int8 activations' shift
+  // One block of rows (from rows_as_uint8) on the few-rows kernel; int8 activations' shift
   // taken back out of the int32 sums.
   static void run_few_rows(const uint8_t* padded_rows, ElementType a_type, int64_t first_row,
                            int64_t rows, const Block& block, const OneDnnWeight& weight,
