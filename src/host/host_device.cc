@@ -182,8 +182,8 @@ struct HostDevice::Impl {
     const ElementType kernel_a = shift ? ElementType::kUInt8 : a_type;
     const int64_t panels = (m + kRowPanel - 1) / kRowPanel;
     const int64_t last_panel_rows = m - (panels - 1) * kRowPanel;
-    // Read on this thread: the portable-kernels switch is per calling thread.
     const int64_t padded_k = blocks.empty() ? 0 : blocks.front().vnni_tiles().padded_k;
+    // Decided on this thread: the portable-kernels switch is per calling thread.
     const bool few_rows = kernel_a == ElementType::kUInt8 && c_type == ElementType::kInt32 &&
                           m <= few_rows_max() && vnni_rows_kernel_runs() &&
                           std::all_of(blocks.begin(), blocks.end(), [padded_k](const Block& block) {

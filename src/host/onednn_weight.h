@@ -31,8 +31,9 @@ constexpr int64_t kColumnBlock = 256;
 // M more tasks to spread.
 constexpr int64_t kRowPanel = 128;
 // Int8 GEMMs of at most this many rows run the few-rows kernel (host/vnni_rows_gemm.h), where
-// oneDNN packed its VNNI layout: faster than oneDNN's up to 64 rows, even at 96 and slower
-// above (bench/int8_few_rows.cc on a 2-core AVX-512 VNNI VM: 1.5x at 1 row, 1.02x at 64).
+// oneDNN packed its VNNI layout. bench/int8_few_rows.cc on a 2-core AVX-512 VNNI VM: 1.6x
+// oneDNN at one row, 1.06x at 64, 1.02-1.03x from 128 to 512 (noise): past 64 rows oneDNN keeps
+// the work it was measured on.
 constexpr int64_t kFewRowsMax = 64;
 // Where oneDNN runs AMX tiles (unmeasured here: no AMX machine at hand) only one row takes the
 // few-rows kernel, where streaming the weight bounds both kernels alike.
