@@ -1,8 +1,8 @@
 // The host device's int8 GEMM at few rows: oneDNN's kernel (one primitive execution per
-// 256-column block) against the few-rows kernel (host/vnni_rows_gemm.h) on the same packed
-// weight, over the seven projections of a Qwen3-0.6B layer (what bench/qdq_matmul.py runs).
-// Int8 activations, 2 threads on an OpenMP pool; the two arms alternate, median of 31 passes.
-// Checks that both arms give the same int32 results. Sets kFewRowsMax (host/onednn_weight.h).
+// 256-column block) against the few-rows kernel (host/vnni_rows_gemm.h) on the same weights, over
+// the seven projections of a Qwen3-0.6B layer (what bench/qdq_matmul.py runs). Int8 activations, 2
+// threads on an OpenMP pool; the two arms alternate, median of 31 passes. Checks that both arms
+// give the same int32 results. Sets kFewRowsMax (host/onednn_weight.h).
 //
 //   build/bin/npuflow_bench_int8_few_rows
 #include <chrono>
@@ -25,11 +25,13 @@ int main() {
   std::uniform_int_distribution<int> i8(-128, 127);
   HostDevice onednn(DeviceOptions{.threads = 2, .few_rows_max = 0});
   HostDevice few_rows(DeviceOptions{.threads = 2, .few_rows_max = 1 << 20});
-  std::vector<std::unique_ptr<PackedWeight>> weights;
+  // Each arm's weights, packed by its own device (a weight runs on the device that packed it).
+  std::vector<std::unique_ptr<PackedWeight>> weights[2];
   for (const Shape& s : shapes) {
     std::vector<int8_t> w(static_cast<size_t>(s.k * s.n));
     for (auto& v : w) v = static_cast<int8_t>(i8(rng));
-    weights.push_back(onednn.pack_int8_weight(w.data(), s.k, s.n).value());
+    weights[0].push_back(onednn.pack_int8_weight(w.data(), s.k, s.n).value());
+    weights[1].push_back(few_rows.pack_int8_weight(w.data(), s.k, s.n).value());
   }
   const ExecContext pool = openmp_exec_context(2);
   std::printf("Qwen3-0.6B layer, 7 int8 projections, 2 threads, median of 31 (ms per layer):\n");
@@ -48,8 +50,9 @@ int main() {
         HostDevice& device = arm == 0 ? onednn : few_rows;
         auto& c = arm == 0 ? c_onednn : c_rows;
         const auto start = std::chrono::steady_clock::now();
-        for (size_t i = 0; i < weights.size(); ++i) {
-          if (!device.gemm_int8(a.data(), ElementType::kInt8, m, *weights[i], c[i].data(), pool)
+        for (size_t i = 0; i < weights[arm].size(); ++i) {
+          if (!device
+                   .gemm_int8(a.data(), ElementType::kInt8, m, *weights[arm][i], c[i].data(), pool)
                    .is_ok()) {
             return 1;
           }

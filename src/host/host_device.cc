@@ -187,7 +187,7 @@ struct HostDevice::Impl {
     const bool few_rows = kernel_a == ElementType::kUInt8 && c_type == ElementType::kInt32 &&
                           m <= few_rows_max() && vnni_rows_kernel_runs() &&
                           std::all_of(blocks.begin(), blocks.end(), [padded_k](const Block& block) {
-                            const VnniTiles tiles = block.vnni_tiles();
+                            const VnniTiles& tiles = block.vnni_tiles();
                             return tiles.data != nullptr && tiles.padded_k == padded_k;
                           });
     // int8 rows shift to uint8, and the few-rows kernel reads rows padded with zeros to the packed
@@ -305,7 +305,7 @@ struct HostDevice::Impl {
   static void run_few_rows(const uint8_t* padded_rows, ElementType a_type, int64_t first_row,
                            int64_t rows, const Block& block, const OneDnnWeight& weight,
                            const RawSink& sink) {
-    const VnniTiles tiles = block.vnni_tiles();
+    const VnniTiles& tiles = block.vnni_tiles();
     thread_local std::vector<int32_t> out;
     out.resize(static_cast<size_t>(rows * block.width()));
     vnni_rows_gemm(padded_rows, rows, tiles.padded_k, tiles, out.data(), block.width());

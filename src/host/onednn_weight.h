@@ -62,7 +62,7 @@ class Block {
       : first_column_(first_column),
         width_(width),
         packed_(std::move(packed)),
-        vnni_tiles_(in_vnni_tiles(packed_.get_desc(), width)) {}
+        vnni_tiles_(find_vnni_tiles(packed_, width)) {}
   Block(Block&& other) noexcept
       : first_column_(other.first_column_),
         width_(other.width_),
@@ -76,12 +76,7 @@ class Block {
 
   // The block as the few-rows kernel reads it (host/vnni_rows_gemm.h), where oneDNN packed it
   // in that layout (an int8 weight for its AVX-512 VNNI kernels); data == nullptr otherwise.
-  VnniTiles vnni_tiles() const {
-    if (!vnni_tiles_) return {};
-    const dnnl::memory::desc desc = packed_.get_desc();
-    return {static_cast<const int8_t*>(packed_.get_data_handle()), desc.data.padded_dims[0], width_,
-            desc.data.format_desc.blocking.strides[1]};
-  }
+  const VnniTiles& vnni_tiles() const { return vnni_tiles_; }
 
   // The primitive and the scratchpad it needs. The scratchpad is the caller's (scratchpad_mode
   // user): with the library's own, concurrent executions of one primitive (two row panels of
@@ -121,15 +116,19 @@ class Block {
  private:
   int64_t first_column_;
   int64_t width_;
-  // Exactly BA16a64b4a for K x width int8 (padding, strides and no compensation included).
-  static bool in_vnni_tiles(const dnnl::memory::desc& desc, int64_t width) {
-    if (desc.data.ndims != 2 || desc.data_type() != dnnl_dt::s8) return false;
+  // The packed block as VNNI tiles if it is exactly BA16a64b4a for K x width int8 (padding,
+  // strides and no compensation included); data == nullptr otherwise.
+  static VnniTiles find_vnni_tiles(const dnnl::memory& packed, int64_t width) {
+    const dnnl::memory::desc desc = packed.get_desc();
+    if (desc.data.ndims != 2 || desc.data_type() != dnnl_dt::s8) return {};
     const dnnl::memory::desc tiles({desc.dims()[0], width}, dnnl_dt::s8, dnnl_tag::BA16a64b4a);
-    return desc == tiles;
+    if (desc != tiles) return {};
+    return {static_cast<const int8_t*>(packed.get_data_handle()), desc.data.padded_dims[0], width,
+            desc.data.format_desc.blocking.strides[1]};
   }
 
   dnnl::memory packed_;
-  bool vnni_tiles_;
+  VnniTiles vnni_tiles_;  // read once at construction: the packed buffer never moves
   mutable std::mutex mutex_;
   mutable std::map<std::pair<int64_t, int>, Primitive> primitives_;
 };

@@ -73,6 +73,11 @@ NPUFLOW_TARGET_AVX512_VNNI void tile_rows(const uint8_t* a, int64_t a_stride, co
   if constexpr (kRows > 5) store_row(r5, columns, c + 5 * ldc);
 }
 
+// The pass for 1..kRowsPerPass rows, by count - 1.
+constexpr void (*kPasses[kRowsPerPass])(const uint8_t*, int64_t, const int8_t*, int64_t, int64_t,
+                                        int32_t*, int64_t) = {
+    tile_rows<1>, tile_rows<2>, tile_rows<3>, tile_rows<4>, tile_rows<5>, tile_rows<6>};
+
 NPUFLOW_TARGET_AVX512_VNNI void rows_gemm(const uint8_t* a, int64_t rows, int64_t a_stride,
                                           const VnniTiles& w, int32_t* c, int64_t ldc) {
   const int64_t quads = w.padded_k / 4;
@@ -82,26 +87,8 @@ NPUFLOW_TARGET_AVX512_VNNI void rows_gemm(const uint8_t* a, int64_t rows, int64_
     for (int64_t row = 0; row < rows; row += kRowsPerPass) {
       const uint8_t* a_rows = a + row * a_stride;
       int32_t* c_rows = c + row * ldc + first;
-      switch (rows - row < kRowsPerPass ? rows - row : kRowsPerPass) {
-        case 1:
-          tile_rows<1>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-        case 2:
-          tile_rows<2>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-        case 3:
-          tile_rows<3>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-        case 4:
-          tile_rows<4>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-        case 5:
-          tile_rows<5>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-        default:
-          tile_rows<6>(a_rows, a_stride, tile, quads, columns, c_rows, ldc);
-          break;
-      }
+      const int64_t count = rows - row < kRowsPerPass ? rows - row : kRowsPerPass;
+      kPasses[count - 1](a_rows, a_stride, tile, quads, columns, c_rows, ldc);
     }
   }
 }

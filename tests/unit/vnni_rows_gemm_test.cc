@@ -95,7 +95,7 @@ TEST(VnniRowsGemm, OneDnnPacksTheLayoutTheKernelReads) {
     const auto* weight = dynamic_cast<const host_onednn::OneDnnWeight*>(packed.value().get());
     ASSERT_NE(weight, nullptr);
     for (const auto& block : weight->blocks()) {
-      const host_onednn::VnniTiles tiles = block.vnni_tiles();
+      const host_onednn::VnniTiles& tiles = block.vnni_tiles();
       EXPECT_NE(tiles.data, nullptr) << "k=" << k << " n=" << n;
       EXPECT_EQ(tiles.padded_k % 64, 0);
       EXPECT_GE(tiles.padded_k, k);
@@ -118,7 +118,7 @@ TEST(VnniRowsGemm, PlainLoopsEqualTheVectorKernel) {
   ASSERT_TRUE(packed.is_ok());
   const auto& block =
       dynamic_cast<const host_onednn::OneDnnWeight&>(*packed.value()).blocks().front();
-  const host_onednn::VnniTiles tiles = block.vnni_tiles();
+  const host_onednn::VnniTiles& tiles = block.vnni_tiles();
   std::vector<uint8_t> a(static_cast<size_t>(m * tiles.padded_k), 0);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t i = 0; i < k; ++i) a[r * tiles.padded_k + i] = static_cast<uint8_t>(rng());
